@@ -1,0 +1,49 @@
+"""dataflow: a TensorFlow-1.x-style dataflow runtime with real control flow.
+
+Build a graph with TF1 names, then run it in a Session::
+
+    import dataflow as df
+
+    x = df.placeholder(df.float32, shape=[])
+    i, acc = df.while_loop(lambda i, a: i < 5, lambda i, a: (i + 1, a * x), (0, 1.0))
+    with df.Session() as sess:
+        print(sess.run(acc, feed_dict={x: 2.0}))   # 32.0
+
+A TF1 graph program that uses the supported ops runs with ``import dataflow as tf``.
+"""
+from . import dtypes, errors  # noqa: F401
+from .dtypes import (DType, as_dtype, bool, float16, float32, float64, int8,  # noqa: F401,A004
+                     int16, int32, int64, resource, string, uint8)
+from .framework.convert import constant, convert_to_tensor  # noqa: F401
+from .framework.graph import (Graph, Operation, Tensor, control_dependencies,  # noqa: F401
+                              device, get_default_graph, name_scope, reset_default_graph)
+from .framework.tensor_shape import TensorShape  # noqa: F401
+from . import ops  # noqa: F401  (registers op definitions and Tensor operators)
+from .ops.array_ops import (concat, expand_dims, fill, gather, identity, one_hot,  # noqa: F401
+                            ones, ones_like, placeholder, placeholder_with_default, rank,
+                            reshape, shape, size, squeeze, stack, stop_gradient, tile,
+                            transpose, where, where_v2, zeros, zeros_like)
+from .ops.control_flow_ops import control_trigger, group, no_op  # noqa: F401
+from .ops.control_flow_ops import tuple_ as tuple  # noqa: F401,A001
+from .ops.logging_ops import Assert, Print  # noqa: F401
+from .ops.logging_ops import print_ as print  # noqa: F401,A001
+from .ops.math_ops import (abs, add, add_n, cast, ceil, cos, divide, equal, exp,  # noqa: F401,A004
+                           floor, floordiv, floormod, greater, greater_equal, less,
+                           less_equal, log, log1p, logical_and, logical_not, logical_or,
+                           matmul, maximum, minimum, multiply, negative, not_equal, pow,
+                           realdiv, reciprocal, reduce_all, reduce_any, reduce_max,
+                           reduce_mean, reduce_min, reduce_prod, reduce_sum, round, rsqrt,
+                           sigmoid, sign, sin, sqrt, square, squared_difference, subtract,
+                           tanh, truediv)
+from .ops.state_ops import (Variable, global_variables, global_variables_initializer,  # noqa: F401
+                            initialize_all_variables, trainable_variables,
+                            variables_initializer)
+from .control_flow import case, cond, while_loop  # noqa: F401
+from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
+                              RunOptions, Session, get_default_session)
+from . import nn  # noqa: F401
+
+mod = floormod
+newaxis = None
+
+__version__ = "0.1.0"

@@ -1,0 +1,73 @@
+"""Op definitions: one registered :class:`OpDef` per op type.
+
+An op definition says how to infer the output dtypes and static shapes of an
+op from its inputs and attributes, whether the op is stateful, and which of
+the executor's built-in behaviours (the control-flow primitives) it has.
+Kernels live elsewhere (:mod:`kernels`); gradients come later, registered the
+same way.
+
+>>> @register_op("Square2")
+... def _square2(op):
+...     return [(op.inputs[0].dtype, op.inputs[0].shape)]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["OpDef", "register_op", "get_op_def", "registered_ops"]
+
+# What the executor must do with a node instead of (or besides) calling a kernel.
+# Declared here, on the op definition, so the executor never switches on op names.
+NORMAL = "normal"
+SWITCH = "switch"
+MERGE = "merge"
+ENTER = "enter"
+EXIT = "exit"
+NEXT_ITERATION = "next_iteration"
+CONTROL_TRIGGER = "control_trigger"
+EXECUTOR_ROLES = (NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Static description of an op type.
+
+    ``infer(op)`` returns ``[(dtype, TensorShape), ...]``, one pair per output.
+    ``role`` names the executor behaviour (``"normal"`` for ordinary ops).
+    ``stateful`` ops are never constant-folded, deduplicated or pruned away
+    when they are fetch targets.
+    """
+
+    type: str
+    infer: Callable
+    stateful: bool = False
+    role: str = NORMAL
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL):
+    """Decorator registering ``infer`` as the shape/dtype function of ``op_type``."""
+    if role not in EXECUTOR_ROLES:
+        raise ValueError(f"unknown executor role {role!r}")
+
+    def decorate(infer):
+        if op_type in _REGISTRY:
+            raise KeyError(f"Op type {op_type!r} is already registered")
+        _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role)
+        return infer
+
+    return decorate
+
+
+def get_op_def(op_type: str) -> OpDef:
+    try:
+        return _REGISTRY[op_type]
+    except KeyError:
+        raise KeyError(f"No op registered under type {op_type!r}") from None
+
+
+def registered_ops() -> list[str]:
+    return sorted(_REGISTRY)

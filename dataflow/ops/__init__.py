@@ -1,0 +1,12 @@
+"""Op definitions and their Python wrappers, grouped by kind.
+
+``df.ops`` also exposes the raw control-flow primitives under TF's raw-op names:
+``switch``, ``merge``, ``enter``, ``exit``, ``next_iteration``, ``loop_cond``,
+``control_trigger``.
+"""
+from . import array_ops, control_flow_ops, logging_ops, math_ops, nn_ops, state_ops  # noqa: F401
+from .control_flow_ops import (control_trigger, enter, exit, loop_cond, merge,  # noqa: F401
+                               next_iteration, switch)
+from ._operators import install as _install_operators
+
+_install_operators()

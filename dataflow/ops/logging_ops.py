@@ -1,0 +1,48 @@
+"""Debugging ops: ``Assert``, ``Print`` (TF1, identity that prints) and ``print``.
+
+>>> check = Assert(x > 0, [x], name="x_positive")
+>>> with control_dependencies([check]):
+...     y = sqrt(x)
+"""
+from __future__ import annotations
+
+import sys
+
+from ..framework.convert import convert_to_tensor
+from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.op_registry import register_op
+from . import shape_fns
+
+register_op("Assert", stateful=True)(shape_fns.no_outputs)
+register_op("Print", stateful=True)(shape_fns.unchanged)
+register_op("PrintV2", stateful=True)(shape_fns.no_outputs)
+
+
+def Assert(condition, data, summarize=None, name=None) -> Operation:  # noqa: N802 - TF's name
+    """An op that raises InvalidArgumentError with ``data`` when ``condition`` is false."""
+    condition = convert_to_tensor(condition)
+    if not condition.dtype.is_bool:
+        raise TypeError(f"Assert: condition must be bool, got {condition.dtype.name}")
+    data = [convert_to_tensor(d) for d in data]
+    return get_default_graph().create_op("Assert", [condition, *data],
+                                         {"summarize": summarize or 3},
+                                         name=name or "Assert")
+
+
+def Print(input_, data, message=None, first_n=None, summarize=None, name=None):  # noqa: N802
+    """Identity of ``input_`` that prints ``message`` and ``data`` to stderr when run."""
+    input_ = convert_to_tensor(input_)
+    data = [convert_to_tensor(d) for d in data]
+    attrs = {"message": message or "", "first_n": first_n or -1, "summarize": summarize or 3}
+    return get_default_graph().create_op("Print", [input_, *data], attrs,
+                                         name=name or "Print").outputs[0]
+
+
+def print_(*inputs, output_stream=sys.stderr, sep=" ", end="\n", summarize=3, name=None):
+    """An op printing its inputs (tensors and Python values) each time it runs (tf.print)."""
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    template = [("t", tensors.index(x)) if isinstance(x, Tensor) else ("s", str(x))
+                for x in inputs]
+    attrs = {"template": template, "output_stream": output_stream, "sep": sep, "end": end,
+             "summarize": summarize}
+    return get_default_graph().create_op("PrintV2", tensors, attrs, name=name or "PrintV2")

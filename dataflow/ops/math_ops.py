@@ -1,0 +1,232 @@
+"""Elementwise math, comparisons, logic, reductions and matmul (TF names).
+
+Op definitions are registered from small tables, one entry per op type, so a
+new elementwise op is one line here and one kernel in :mod:`kernels`.
+
+>>> y = add(x, 1.0)          # AddV2
+>>> s = reduce_sum(y, axis=0)
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dtypes
+from ..framework.convert import convert_to_tensor
+from ..framework.graph import Tensor, get_default_graph
+from ..framework.op_registry import register_op
+from ..framework.tensor_shape import TensorShape
+from . import shape_fns
+
+# op type -> wrapper name (TF's public name)
+UNARY_OPS = {
+    "Neg": "negative", "Square": "square", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Exp": "exp",
+    "Log": "log", "Log1p": "log1p", "Tanh": "tanh", "Sigmoid": "sigmoid", "Abs": "abs",
+    "Sign": "sign", "Reciprocal": "reciprocal", "Floor": "floor", "Ceil": "ceil",
+    "Round": "round", "Sin": "sin", "Cos": "cos",
+}
+BINARY_OPS = {
+    "AddV2": "add", "Sub": "subtract", "Mul": "multiply", "RealDiv": "realdiv",
+    "FloorDiv": "floordiv", "FloorMod": "floormod", "Maximum": "maximum",
+    "Minimum": "minimum", "Pow": "pow", "SquaredDifference": "squared_difference",
+}
+COMPARISON_OPS = {
+    "Less": "less", "LessEqual": "less_equal", "Greater": "greater",
+    "GreaterEqual": "greater_equal", "Equal": "equal", "NotEqual": "not_equal",
+}
+LOGICAL_BINARY_OPS = {"LogicalAnd": "logical_and", "LogicalOr": "logical_or"}
+REDUCTION_OPS = {"Sum": "reduce_sum", "Mean": "reduce_mean", "Max": "reduce_max",
+                 "Min": "reduce_min", "Prod": "reduce_prod", "All": "reduce_all",
+                 "Any": "reduce_any"}
+
+_FLOAT_ONLY = {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Tanh", "Sigmoid", "Sin", "Cos"}
+
+for _t in UNARY_OPS:
+    register_op(_t)(shape_fns.unchanged)
+for _t in BINARY_OPS:
+    register_op(_t)(shape_fns.broadcast)
+for _t in COMPARISON_OPS:
+    register_op(_t)(shape_fns.comparison)
+for _t in LOGICAL_BINARY_OPS:
+    register_op(_t)(shape_fns.comparison)
+register_op("LogicalNot")(shape_fns.unchanged)
+
+
+def _reduction_infer(op):
+    x = op.inputs[0]
+    axes = shape_fns.normalize_axis(op.get_attr("axis"), x.shape.ndims, op.name)
+    out_dtype = x.dtype
+    return [(out_dtype, shape_fns.reduced_shape(x.shape, axes, op.get_attr("keep_dims")))]
+
+
+for _t in REDUCTION_OPS:
+    register_op(_t)(_reduction_infer)
+
+
+@register_op("MatMul")
+def _matmul_infer(op):
+    a, b = op.inputs
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    sa, sb = a.shape, b.shape
+    for s, t in ((sa, a), (sb, b)):
+        if s.ndims is not None and s.ndims != 2:
+            raise ValueError(f"Shape must be rank 2 but is rank {s.ndims} for '{op.name}' "
+                             f"(op: MatMul) with input {t.name} shape {s}")
+    m = (sa[1] if ta else sa[0]) if sa.ndims else None
+    ka = (sa[0] if ta else sa[1]) if sa.ndims else None
+    kb = (sb[1] if tb else sb[0]) if sb.ndims else None
+    n = (sb[0] if tb else sb[1]) if sb.ndims else None
+    if ka is not None and kb is not None and ka != kb:
+        raise ValueError(f"Dimensions must be equal, but are {ka} and {kb} for '{op.name}' "
+                         f"(op: MatMul) with input shapes: {sa}, {sb}.")
+    return [(a.dtype, TensorShape([m, n]))]
+
+
+@register_op("Cast")
+def _cast_infer(op):
+    return [(op.get_attr("DstT"), op.inputs[0].shape)]
+
+
+# -- wrappers --------------------------------------------------------------------------------
+
+def _unary(op_type, x, name):
+    x = convert_to_tensor(x)
+    if op_type in _FLOAT_ONLY and not x.dtype.is_floating:
+        raise TypeError(f"Value passed to parameter 'x' of {op_type} has DataType "
+                        f"{x.dtype.name} not in list of allowed values: float16, float32, "
+                        "float64")
+    return get_default_graph().create_op(op_type, [x], name=name or op_type).outputs[0]
+
+
+def binary_operands(x, y, op_type="op"):
+    """Convert ``x`` and ``y`` to tensors of one dtype (Python values adopt the other's)."""
+    if isinstance(x, Tensor) or not isinstance(y, Tensor):
+        x = convert_to_tensor(x)
+        y = convert_to_tensor(y, dtype=x.dtype) if not isinstance(y, Tensor) else y
+    else:
+        y = convert_to_tensor(y)
+        x = convert_to_tensor(x, dtype=y.dtype)
+    if x.dtype is not y.dtype:
+        raise TypeError(f"Input 'y' of '{op_type}' Op has type {y.dtype.name} that does not "
+                        f"match type {x.dtype.name} of argument 'x'.")
+    return x, y
+
+
+def _binary(op_type, x, y, name):
+    x, y = binary_operands(x, y, op_type)
+    return get_default_graph().create_op(op_type, [x, y], name=name or op_type).outputs[0]
+
+
+def _make_unary(op_type, fn_name):
+    def fn(x, name=None):
+        return _unary(op_type, x, name)
+    fn.__name__ = fn_name
+    fn.__doc__ = f"Elementwise ``{fn_name}`` (op type ``{op_type}``).\n\n    >>> y = {fn_name}(x)\n"
+    return fn
+
+
+def _make_binary(op_type, fn_name):
+    def fn(x, y, name=None):
+        return _binary(op_type, x, y, name)
+    fn.__name__ = fn_name
+    fn.__doc__ = (f"Elementwise ``{fn_name}`` with NumPy broadcasting (op type ``{op_type}``)."
+                  f"\n\n    >>> z = {fn_name}(x, y)\n")
+    return fn
+
+
+for _t, _n in {**UNARY_OPS, "LogicalNot": "logical_not"}.items():
+    globals()[_n] = _make_unary(_t, _n)
+for _t, _n in {**BINARY_OPS, **COMPARISON_OPS, **LOGICAL_BINARY_OPS}.items():
+    globals()[_n] = _make_binary(_t, _n)
+
+subtract = globals()["subtract"]
+multiply = globals()["multiply"]
+add = globals()["add"]
+negative = globals()["negative"]
+pow = globals()["pow"]  # noqa: A001 - TF's name
+
+
+def divide(x, y, name=None):
+    """``x / y`` with true division: integer inputs are cast to float first, as in TF."""
+    x, y = binary_operands(x, y, "RealDiv")
+    if x.dtype.is_integer:
+        target = _dtypes.float64 if x.dtype in (_dtypes.int32, _dtypes.int64) \
+            else _dtypes.float32
+        x, y = cast(x, target), cast(y, target)
+    return get_default_graph().create_op("RealDiv", [x, y], name=name or "truediv").outputs[0]
+
+
+truediv = divide
+
+
+def cast(x, dtype, name=None):
+    """Convert ``x`` to ``dtype`` (floats to ints truncate toward zero, as in TF)."""
+    x = convert_to_tensor(x)
+    dtype = _dtypes.as_dtype(dtype)
+    if x.dtype is dtype:
+        return x
+    return get_default_graph().create_op("Cast", [x], {"DstT": dtype, "SrcT": x.dtype},
+                                         name=name or "Cast").outputs[0]
+
+
+def _reduce(op_type, x, axis, keepdims, name):
+    x = convert_to_tensor(x)
+    if isinstance(axis, Tensor):
+        raise TypeError(f"{REDUCTION_OPS[op_type]}: axis must be a Python int or list of "
+                        "ints (a static attribute here), not a Tensor")
+    if isinstance(axis, (list, tuple)):
+        axis = tuple(int(a) for a in axis)
+    elif axis is not None:
+        axis = int(axis)
+    if op_type in ("All", "Any") and not x.dtype.is_bool:
+        raise TypeError(f"{REDUCTION_OPS[op_type]} requires a bool tensor")
+    attrs = {"axis": axis, "keep_dims": bool(keepdims)}
+    return get_default_graph().create_op(op_type, [x], attrs, name=name or op_type).outputs[0]
+
+
+def _make_reduction(op_type, fn_name):
+    def fn(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+           keep_dims=None):
+        if axis is None:
+            axis = reduction_indices
+        keep = bool(keepdims if keepdims is not None else (keep_dims or False))
+        return _reduce(op_type, input_tensor, axis, keep, name)
+    fn.__name__ = fn_name
+    fn.__doc__ = (f"Reduce with ``{op_type}`` over ``axis`` (all axes when None).\n\n"
+                  f"    >>> {fn_name}(x, axis=1, keepdims=True)\n")
+    return fn
+
+
+for _t, _n in REDUCTION_OPS.items():
+    globals()[_n] = _make_reduction(_t, _n)
+
+reduce_sum = globals()["reduce_sum"]
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """Matrix product of two rank-2 tensors (``a @ b``)."""
+    a, b = binary_operands(a, b, "MatMul")
+    attrs = {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}
+    return get_default_graph().create_op("MatMul", [a, b], attrs, name=name or "MatMul").outputs[0]
+
+
+def scalar_mul(scalar, x, name=None):
+    return multiply(scalar, x, name=name)
+
+
+def add_n(inputs, name=None):
+    """Sum of a list of tensors of one shape and dtype."""
+    inputs = [convert_to_tensor(t) for t in inputs]
+    if not inputs:
+        raise ValueError("add_n requires at least one input")
+    if len(inputs) == 1:
+        from .array_ops import identity
+        return identity(inputs[0], name=name)
+    return get_default_graph().create_op("AddN", inputs, name=name or "AddN").outputs[0]
+
+
+@register_op("AddN")
+def _add_n_infer(op):
+    shape = op.inputs[0].shape
+    for t in op.inputs[1:]:
+        if t.dtype is not op.inputs[0].dtype:
+            raise TypeError(f"add_n: all inputs must have one dtype ({op.name})")
+        shape = shape.merge_with(t.shape)
+    return [(op.inputs[0].dtype, shape)]

@@ -1,0 +1,387 @@
+"""The executor: runs a :class:`~dataflow.runtime.plan.Plan` with frames and iterations.
+
+A token is a value in an input slot of an :class:`IterationState`; its tag is
+implicit in which iteration state (of which frame) holds it, and a dead token
+is the :data:`DEAD` sentinel. The rules (see ``spec/SEMANTICS.md``):
+
+* a normal node runs once per iteration when all its inputs have arrived; if
+  any input (control inputs included) is dead, it does not compute and all
+  its outputs are dead;
+* Switch sends data to output 1 if pred else output 0, the other is dead;
+* Merge fires on its first live data input, or dead once every data input is
+  dead, or at once on a dead input from an Enter (a loop on an untaken branch);
+* Enter forwards into iteration 0 of the child frame (every iteration for
+  ``is_constant``), Exit to the parent frame, NextIteration to iteration n+1;
+  a dead NextIteration stops there, dead Exits of the last iteration reach the
+  parent when the frame completes;
+* at most ``parallel_iterations`` iterations of a frame are in flight;
+  finished iterations and frames are freed at once.
+
+The whole scheduler runs on the calling thread; only large kernels are handed
+to worker threads (their results come back through a queue), so no locks are
+needed on the hot path and results never depend on scheduling.
+"""
+from __future__ import annotations
+
+import queue
+import time
+
+from .. import errors
+from .plan import (CONTROL_TO_MERGE, CONTROL_TRIGGER, ENTER, EXIT, MERGE, NEXT_ITERATION,
+                   NORMAL, SWITCH, TO_FETCH, TO_MERGE_FROM_ENTER, TO_NODE, Plan)
+
+import numpy as np
+
+
+class _Dead:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "DEAD"
+
+    def __reduce__(self):
+        return "DEAD"
+
+
+DEAD = _Dead()          # the value of a dead token
+_NO_VALUE = object()    # a fetch that never arrived
+_BIG_BYTES = 1 << 18    # inputs above this size may run on a worker thread
+_CHECK_EVERY = 1023     # deadline checks every 1024 nodes
+
+
+class FrameState:
+    """A live instance of a while-loop frame (one per parent iteration that entered it)."""
+
+    __slots__ = ("plan", "parent_iter", "iterations", "iteration_count", "num_outstanding",
+                 "pending_enters", "invariants", "next_iter_roots", "dead_exits")
+
+    def __init__(self, plan, parent_iter):
+        self.plan = plan
+        self.parent_iter = parent_iter
+        self.iterations = {}
+        self.iteration_count = -1
+        self.num_outstanding = 0
+        self.pending_enters = plan.num_enters
+        self.invariants = []        # (edges, value, dead) of is_constant Enters
+        self.next_iter_roots = []   # deferred NextIteration outputs: (gid, value)
+        self.dead_exits = []        # dead Exit gids of the newest iteration
+
+
+class IterationState:
+    """Input buffers and pending counts of one iteration of one frame."""
+
+    __slots__ = ("frame", "num", "inputs", "pending", "dead", "outstanding",
+                 "outstanding_frames", "children")
+
+    def __init__(self, frame, num, inputs, pending):
+        self.frame = frame
+        self.num = num
+        self.inputs = inputs
+        self.pending = pending
+        self.dead = [0] * len(pending)
+        self.outstanding = 0
+        self.outstanding_frames = 0
+        self.children = None
+
+
+class Executor:
+    """Runs one plan once. Create a new Executor per step (it is cheap)."""
+
+    def __init__(self, plan: Plan, pool=None, templates=None):
+        self.plan = plan
+        self.nodes = plan.nodes
+        self.pool = pool
+        self.templates = templates   # per-run {FramePlan: input template}, feeds filled in
+        self.ready: list = []
+        self.results = [_NO_VALUE] * len(plan.fetches)
+        self.inflight = 0
+        self.done_queue = None
+        self.cancelled = False
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self, deadline=None):
+        """Execute until quiescent; returns the fetched values in fetch order."""
+        plan = self.plan
+        root = FrameState(plan.root, None)
+        root_it = self._new_iteration(root)
+        ready = self.ready
+        for gid in plan.root_ready:
+            ready.append((gid, root_it))
+        root_it.outstanding = len(ready)
+        try:
+            self._loop(deadline)
+        except BaseException:
+            self.cancelled = True
+            raise
+        return self.results
+
+    def _loop(self, deadline):
+        nodes = self.nodes
+        ready = self.ready
+        heavy = self.plan.heavy
+        pool = self.pool
+        count = 0
+        while True:
+            while ready:
+                gid, it = ready.pop()
+                role, local, base, end, fn, edges, nout = nodes[gid]
+                count += 1
+                if not count & _CHECK_EVERY and deadline is not None \
+                        and time.monotonic() > deadline:
+                    raise self._deadline_error(gid)
+                if role == NORMAL:
+                    inputs = it.inputs
+                    if it.dead[local]:
+                        self._deliver(edges, None, nout, True, it)
+                    else:
+                        args = inputs[base:end]
+                        if pool is not None and ready and heavy[gid] and _is_big(args):
+                            self._launch(gid, it, fn, args)
+                            continue
+                        try:
+                            out = fn(*args)
+                        except BaseException as exc:
+                            raise self._kernel_error(gid, exc) from exc
+                        # Inline delivery: this is the path almost every node takes.
+                        ipend = it.pending
+                        for k, dg, dl, ds, mode in edges:
+                            if mode == TO_NODE:
+                                if ds >= 0:
+                                    inputs[ds] = out if nout == 1 else out[k]
+                                p = ipend[dl] - 1
+                                ipend[dl] = p
+                                if not p:
+                                    ready.append((dg, it))
+                                    it.outstanding += 1
+                            else:
+                                v = None if k < 0 else (out if nout == 1 else out[k])
+                                self._deliver_one(k, dg, dl, ds, mode, v, it)
+                else:
+                    self._run_control_flow(role, gid, local, base, edges, nout, it)
+                it.outstanding -= 1
+                if not it.outstanding and it.frame.parent_iter is not None:
+                    self._cleanup(it)
+            if not self.inflight:
+                return
+            self._wait_for_worker(deadline)
+
+    # -- delivery ----------------------------------------------------------------------------
+    def _deliver(self, edges, out, nout, node_dead, it):
+        """Send a node's outputs (or its death) along ``edges`` into iteration ``it``."""
+        for k, dg, dl, ds, mode in edges:
+            if node_dead:
+                v = DEAD
+            elif k < 0:
+                v = None
+            else:
+                v = out if nout == 1 else out[k]
+            self._deliver_one(k, dg, dl, ds, mode, v, it)
+
+    def _deliver_one(self, k, dg, dl, ds, mode, v, it):
+        if mode == TO_NODE:
+            if v is DEAD:
+                it.dead[dl] += 1
+            elif ds >= 0:
+                it.inputs[ds] = v
+            p = it.pending[dl] - 1
+            it.pending[dl] = p
+            if not p:
+                self.ready.append((dg, it))
+                it.outstanding += 1
+        elif mode == TO_FETCH:
+            self.results[ds] = v
+        else:
+            self._deliver_to_merge(dg, dl, ds, mode, v, it)
+
+    def _deliver_to_merge(self, dg, dl, index, mode, v, it):
+        """Where a Merge becomes ready (see the module docstring)."""
+        pend = it.pending
+        p = pend[dl]
+        base = self.nodes[dg][2]
+        if mode == CONTROL_TO_MERGE:
+            p -= 2
+        elif v is DEAD:
+            it.dead[dl] += 1
+            if p & 1 and (mode == TO_MERGE_FROM_ENTER
+                          or it.dead[dl] == self.plan.merge_num_inputs[dg]):
+                p -= 1
+                it.inputs[base] = DEAD
+        elif p & 1:
+            p -= 1
+            it.inputs[base] = v
+            it.inputs[base + 1] = index
+        else:
+            return  # a later live input of a Merge that already fired: ignored
+        pend[dl] = p
+        if not p:
+            self.ready.append((dg, it))
+            it.outstanding += 1
+
+    # -- the control-flow primitives ---------------------------------------------------------
+    def _run_control_flow(self, role, gid, local, base, edges, nout, it):
+        node_dead = it.dead[local] > 0
+        inputs = it.inputs
+        if role == SWITCH:
+            if node_dead:
+                self._deliver(edges, None, nout, True, it)
+            else:
+                data, pred = inputs[base], inputs[base + 1]
+                out = (DEAD, data) if pred else (data, DEAD)
+                self._deliver(edges, out, 2, False, it)
+        elif role == MERGE:
+            value = inputs[base]
+            if value is DEAD:
+                self._deliver(edges, None, nout, True, it)
+            else:
+                self._deliver(edges, (value, np.int32(inputs[base + 1])), 2, False, it)
+        elif role == ENTER:
+            self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
+        elif role == EXIT:
+            frame = it.frame
+            if node_dead:
+                if it.num == frame.iteration_count:
+                    frame.dead_exits.append(gid)
+            else:
+                self._deliver(edges, inputs[base], 1, False, frame.parent_iter)
+        elif role == NEXT_ITERATION:
+            if not node_dead:
+                self._next_iteration(gid, edges, inputs[base], it)
+        elif role == CONTROL_TRIGGER:
+            self._deliver(edges, None, nout, False, it)  # never dead
+        else:  # pragma: no cover - plan only produces the roles above
+            raise errors.InternalError(None, self.plan.ops[gid], f"unknown role {role}")
+
+    def _enter(self, gid, edges, value, node_dead, it):
+        child_plan, is_constant = self.plan.enter_info[gid]
+        children = it.children
+        if children is None:
+            children = it.children = {}
+        frame = children.get(child_plan.name)
+        if frame is None:
+            frame = children[child_plan.name] = FrameState(child_plan, it)
+            it.outstanding_frames += 1
+            self._new_iteration(frame)
+        if is_constant:
+            frame.invariants.append((edges, value, node_dead))
+            for child_it in list(frame.iterations.values()):
+                self._deliver(edges, value, 1, node_dead, child_it)
+        else:
+            self._deliver(edges, value, 1, node_dead, frame.iterations[0])
+        frame.pending_enters -= 1
+        if not frame.pending_enters:
+            self._cleanup(frame.iterations[0])
+
+    def _next_iteration(self, gid, edges, value, it):
+        frame = it.frame
+        if it.num == frame.iteration_count:
+            if frame.num_outstanding >= frame.plan.parallel_iterations:
+                frame.next_iter_roots.append((edges, value))
+                return
+            self._new_iteration(frame)
+        self._deliver(edges, value, 1, False, frame.iterations[it.num + 1])
+
+    def _new_iteration(self, frame):
+        """Start iteration ``iteration_count + 1``: deferred roots and invariants flow in."""
+        fp = frame.plan
+        frame.iteration_count += 1
+        template = self.templates.get(fp) if self.templates else None
+        it = IterationState(frame, frame.iteration_count,
+                            (template or fp.inputs)[:], fp.pending[:])
+        frame.iterations[it.num] = it
+        frame.num_outstanding += 1
+        frame.dead_exits.clear()
+        roots, frame.next_iter_roots = frame.next_iter_roots, []
+        for edges, value in roots:
+            self._deliver(edges, value, 1, False, it)
+        for edges, value, dead in frame.invariants:
+            self._deliver(edges, value, 1, dead, it)
+        return it
+
+    # -- completion --------------------------------------------------------------------------
+    @staticmethod
+    def _iteration_done(it) -> bool:
+        if it.outstanding or it.outstanding_frames:
+            return False
+        frame = it.frame
+        if it.num == 0:
+            return not frame.pending_enters
+        return (it.num - 1) not in frame.iterations
+
+    def _cleanup(self, it):
+        """Free finished iterations in order; finish the frame when nothing is left."""
+        frame = it.frame
+        while it is not None and self._iteration_done(it):
+            del frame.iterations[it.num]
+            frame.num_outstanding -= 1
+            nxt = it.num + 1
+            if frame.next_iter_roots:
+                self._new_iteration(frame)
+            it = frame.iterations.get(nxt)
+        if not frame.num_outstanding and not frame.pending_enters:
+            self._frame_done(frame)
+
+    def _frame_done(self, frame):
+        parent_it = frame.parent_iter
+        for gid in frame.dead_exits:
+            self._deliver(self.nodes[gid][5], None, 1, True, parent_it)
+        frame.dead_exits = []
+        del parent_it.children[frame.plan.name]
+        parent_it.outstanding_frames -= 1
+        if parent_it.frame.parent_iter is not None:
+            self._cleanup(parent_it)
+
+    # -- worker threads ----------------------------------------------------------------------
+    def _launch(self, gid, it, fn, args):
+        if self.done_queue is None:
+            self.done_queue = queue.SimpleQueue()
+        done = self.done_queue
+        self.inflight += 1
+
+        def work():
+            if self.cancelled:
+                return
+            try:
+                done.put((gid, it, fn(*args), None))
+            except BaseException as exc:  # handed back to the scheduler thread
+                done.put((gid, it, None, exc))
+
+        self.pool.submit(work)
+
+    def _wait_for_worker(self, deadline):
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            gid, it, out, exc = self.done_queue.get(timeout=timeout)
+        except queue.Empty:
+            raise self._deadline_error(None) from None
+        self.inflight -= 1
+        if exc is not None:
+            raise self._kernel_error(gid, exc) from exc
+        self._deliver(self.nodes[gid][5], out, self.nodes[gid][6], False, it)
+        it.outstanding -= 1
+        if not it.outstanding and it.frame.parent_iter is not None:
+            self._cleanup(it)
+
+    # -- errors ------------------------------------------------------------------------------
+    def _kernel_error(self, gid, exc):
+        op = self.plan.ops[gid]
+        if isinstance(exc, errors.OpError):
+            if exc.op is None:
+                return type(exc)(None, op, exc.message)
+            return exc
+        cls = errors.InvalidArgumentError if isinstance(
+            exc, (ValueError, TypeError, IndexError, ArithmeticError, KeyError)) \
+            else errors.UnknownError
+        return cls(None, op, f"{type(exc).__name__}: {exc}")
+
+    def _deadline_error(self, gid):
+        op = self.plan.ops[gid] if gid is not None else None
+        return errors.DeadlineExceededError(None, op, "Timed out waiting for the step to "
+                                            "finish (RunOptions.timeout_in_ms)")
+
+
+def _is_big(args) -> bool:
+    total = 0
+    for a in args:
+        if type(a) is np.ndarray:
+            total += a.nbytes
+    return total >= _BIG_BYTES

@@ -1,0 +1,305 @@
+"""Compiling a (graph, feeds, fetches) triple into an executable plan.
+
+Everything the executor's per-node loop needs is computed here, once, and
+cached by the Session: the pruned node set, each node's static frame, integer
+node ids, input-slot offsets in its frame's buffer, the pending-count and
+input templates a new iteration copies, out-edge tuples, and kernel callables.
+
+Two rewrites keep constants off the hot path:
+
+* a ``Const`` (and a fed tensor) is folded into its consumers' input templates,
+  so it never runs; the Const's control inputs move to the consumer, which
+  keeps TF's deadness rule (a node with a dead control input is dead).
+  Merges are never folded into: a constant arriving at a Merge is a live
+  input with timing, not a template value.
+* frames are inferred statically, as TF's ``BuildControlFlowInfo`` does: a
+  node's frame is the frame of its inputs, Enter moves into the child frame
+  named by ``frame_name``, Exit back to the parent; conflicts are errors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import errors
+from ..framework import op_registry as R
+from ..framework.graph import Operation, Tensor
+from .devices import device_type
+
+# Role codes used by the executor (small ints compare faster than strings).
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER = range(7)
+_ROLE_CODES = {R.NORMAL: NORMAL, R.SWITCH: SWITCH, R.MERGE: MERGE, R.ENTER: ENTER,
+               R.EXIT: EXIT, R.NEXT_ITERATION: NEXT_ITERATION,
+               R.CONTROL_TRIGGER: CONTROL_TRIGGER}
+
+# Edge delivery modes.
+TO_NODE = 0            # data or control edge into a non-Merge node
+TO_MERGE = 1           # data edge into a Merge
+TO_MERGE_FROM_ENTER = 2  # data edge Enter -> Merge (a dead one kills the Merge, see SEMANTICS)
+CONTROL_TO_MERGE = 3   # control edge into a Merge
+TO_FETCH = 4           # the value is a fetched result
+
+
+@dataclass(eq=False)
+class FramePlan:
+    """Static description of one while-loop frame (or the root frame)."""
+
+    name: str
+    parent: "FramePlan | None"
+    parallel_iterations: int = 1
+    num_enters: int = 0
+    num_nodes: int = 0
+    num_slots: int = 0
+    pending: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    depth: int = 0
+
+
+@dataclass(eq=False)
+class Plan:
+    """An executable plan. ``nodes[gid] = (role, local, base, end, fn, edges, nout)``."""
+
+    nodes: list
+    ops: list
+    frames: dict
+    root: FramePlan
+    root_ready: list
+    enter_info: dict          # gid -> (child FramePlan, is_constant)
+    merge_num_inputs: dict    # gid -> number of data inputs
+    fetches: list             # fetched tensors, in result order
+    fetch_from_feed: dict     # result index -> feed index (fetching a fed tensor)
+    feed_slots: list          # per feed index: [(FramePlan, slot)]
+    heavy: list               # gid -> True if its kernel may be worth a worker thread
+    num_feeds: int = 0
+
+
+def _role(op: Operation) -> int:
+    return _ROLE_CODES[op._op_def.role]
+
+
+def _prune(fetch_tensors, target_ops, fed: set) -> list[Operation]:
+    """Ops needed to compute the fetches, in creation order; fed tensors cut the walk."""
+    needed: set = set()
+    stack = [t.op for t in fetch_tensors if t not in fed] + list(target_ops)
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        for t in op._inputs:
+            if t not in fed and t.op not in needed:
+                stack.append(t.op)
+        for c in op._control_inputs:
+            if c not in needed:
+                stack.append(c)
+    return sorted(needed, key=lambda o: o._id)
+
+
+def _infer_frames(ops, needed: set, fed: set) -> dict:
+    """Map each needed op to its FramePlan (TF's BuildControlFlowInfo)."""
+    root = FramePlan("", None)
+    frames = {"": root}
+    frame_of: dict = {}
+    out_edges: dict = {op: [] for op in ops}
+    indegree = {}
+    for op in ops:
+        preds = [t.op for t in op._inputs if t not in fed]
+        preds += [c for c in op._control_inputs]
+        indegree[op] = len(preds)
+        for p in preds:
+            out_edges[p].append(op)
+    queue = [op for op in ops if indegree[op] == 0]
+    for op in queue:
+        frame_of[op] = root
+    i = 0
+    while i < len(queue):
+        op = queue[i]
+        i += 1
+        f = frame_of[op]
+        role = _role(op)
+        if role == ENTER:
+            name = op.get_attr("frame_name")
+            child = frames.get(name)
+            if child is None:
+                child = frames[name] = FramePlan(name, f, op.get_attr("parallel_iterations"),
+                                                 depth=f.depth + 1)
+            elif child.parent is not f:
+                raise errors.InvalidArgumentError(
+                    None, op, f"Frame '{name}' is entered from two different parent frames "
+                    f"('{child.parent.name}' and '{f.name}')")
+            out_f = child
+        elif role == EXIT:
+            if f.parent is None:
+                raise errors.InvalidArgumentError(
+                    None, op, "Exit node is not inside a while-loop frame (no Enter leads "
+                    "to it)")
+            out_f = f.parent
+        else:
+            out_f = f
+        for dst in out_edges[op]:
+            have = frame_of.get(dst)
+            if have is None:
+                frame_of[dst] = out_f
+                queue.append(dst)
+            elif have is not out_f:
+                raise errors.InvalidArgumentError(
+                    None, dst, f"Node '{dst.name}' has inputs from different frames: the "
+                    f"input '{op.name}' is in frame '{out_f.name or '<root>'}' while other "
+                    f"inputs are in frame '{have.name or '<root>'}'.")
+    missing = [op for op in ops if op not in frame_of]
+    if missing:
+        raise errors.InvalidArgumentError(
+            None, missing[0], "Node is unreachable from any source: its inputs form a cycle "
+            "that no Enter starts (a Merge back edge without an entry?)")
+    return frame_of, frames
+
+
+def _foldable_const(op: Operation, fetched_ops: set) -> bool:
+    if op.type != "Const" or op in fetched_ops:
+        return False
+    return all(_role(c) != MERGE for c in op.outputs[0]._consumers)
+
+
+def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
+               fold_constants=True) -> Plan:
+    """Compile the subgraph that computes ``fetch_tensors`` and runs ``target_ops``.
+
+    ``kernel_for(op)`` returns the kernel callable of a normal op (it raises for
+    ops without a kernel on their device).
+    """
+    fed = set(feed_tensors)
+    fed_index = {t: i for i, t in enumerate(feed_tensors)}
+    ops = _prune(fetch_tensors, target_ops, fed)
+    needed = set(ops)
+    _check_placeholders(ops, fed)
+    frame_of, frames = _infer_frames(ops, needed, fed)
+    for t in fetch_tensors:
+        f = frame_of.get(t.op)
+        if f is not None and _role(t.op) == EXIT:
+            f = f.parent
+        if t not in fed and f is not frames[""]:
+            raise errors.InvalidArgumentError(
+                None, t.op, f"Cannot fetch '{t.name}': it is inside while-loop frame "
+                f"'{f.name}'. Fetch the loop's outputs instead.")
+
+    fetched_ops = {t.op for t in fetch_tensors} | set(target_ops)
+    folded = {op for op in ops if fold_constants and _foldable_const(op, fetched_ops)}
+    kept = [op for op in ops if op not in folded]
+    gid_of = {op: i for i, op in enumerate(kept)}
+
+    # Control inputs after folding: a folded Const hands its control inputs on.
+    def control_preds(op):
+        preds = [c for c in op._control_inputs if c in needed and c not in folded]
+        for t in op._inputs:
+            if t.op in folded and t not in fed:
+                preds.extend(_const_controls(t.op, needed, folded))
+        seen, out = set(), []
+        for p in preds:
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+        return out
+
+    # Layout: local index and slot range per node, within its frame.
+    layout = {}
+    for op in kept:
+        f = frame_of[op]
+        nslots = max(len(op._inputs), 2) if _role(op) == MERGE else len(op._inputs)
+        layout[op] = (f.num_nodes, f.num_slots, f.num_slots + nslots)
+        f.num_nodes += 1
+        f.num_slots += nslots
+        f.ops.append(op)
+    for f in frames.values():
+        f.pending = [0] * f.num_nodes
+        f.inputs = [None] * f.num_slots
+
+    edges = {op: [] for op in kept}
+    feed_slots = [[] for _ in feed_tensors]
+    merge_num_inputs = {}
+    enter_info = {}
+    for op in kept:
+        f = frame_of[op]
+        local, base, _end = layout[op]
+        role = _role(op)
+        dynamic = 0
+        for i, t in enumerate(op._inputs):
+            if t in fed:
+                if role == MERGE:
+                    raise errors.InvalidArgumentError(
+                        None, op, f"Feeding '{t.name}', an input of Merge, is not supported")
+                feed_slots[fed_index[t]].append((f, base + i))
+            elif t.op in folded:
+                f.inputs[base + i] = t.op.get_attr("value")
+            else:
+                dynamic += 1
+                src = t.op
+                if role == MERGE:
+                    mode = TO_MERGE_FROM_ENTER if _role(src) == ENTER else TO_MERGE
+                    edges[src].append((t._value_index, gid_of[op], local, i, mode))
+                else:
+                    edges[src].append((t._value_index, gid_of[op], local, base + i, TO_NODE))
+        ctrl = control_preds(op)
+        for c in ctrl:
+            mode = CONTROL_TO_MERGE if role == MERGE else TO_NODE
+            edges[c].append((-1, gid_of[op], local, -1, mode))
+        if role == MERGE:
+            merge_num_inputs[gid_of[op]] = len(op._inputs)
+            f.pending[local] = 2 * len(ctrl) + 1
+        else:
+            f.pending[local] = dynamic + len(ctrl)
+        if role == ENTER:
+            child = frames[op.get_attr("frame_name")]
+            child.num_enters += 1
+            enter_info[gid_of[op]] = (child, op.get_attr("is_constant"))
+
+    fetch_from_feed = {}
+    for j, t in enumerate(fetch_tensors):
+        if t in fed:
+            fetch_from_feed[j] = fed_index[t]
+        elif t.op in folded:  # cannot happen: fetched consts are never folded
+            raise errors.InternalError(None, t.op, "fetched constant was folded")
+        else:
+            edges[t.op].append((t._value_index, -1, -1, j, TO_FETCH))
+
+    nodes, heavy = [], []
+    for op in kept:
+        role = _role(op)
+        local, base, end = layout[op]
+        fn = kernel_for(op) if role in (NORMAL, CONTROL_TRIGGER) else None
+        nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs)))
+        heavy.append(role == NORMAL and not op._op_def.stateful and bool(op._inputs))
+
+    root = frames[""]
+    root_ready = [gid_of[op] for op in root.ops if root.pending[layout[op][0]] == 0
+                  and _role(op) != MERGE]
+    for op in root.ops:
+        if _role(op) == MERGE and not any(t not in fed for t in op._inputs):
+            raise errors.InvalidArgumentError(None, op, "Merge has no live inputs")
+    return Plan(nodes=nodes, ops=kept, frames=frames, root=root, root_ready=root_ready,
+                enter_info=enter_info, merge_num_inputs=merge_num_inputs,
+                fetches=list(fetch_tensors), fetch_from_feed=fetch_from_feed,
+                feed_slots=feed_slots, heavy=heavy, num_feeds=len(feed_tensors))
+
+
+def _const_controls(const_op, needed, folded):
+    return [c for c in const_op._control_inputs if c in needed and c not in folded] + [
+        cc for c in const_op._control_inputs if c in folded
+        for cc in _const_controls(c, needed, folded)]
+
+
+def _check_placeholders(ops, fed):
+    for op in ops:
+        if op.type == "Placeholder" and op.outputs[0] not in fed:
+            raise errors.InvalidArgumentError(
+                None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
+                f"dtype {op.get_attr('dtype').name} and shape {op.get_attr('shape')}")
+
+
+def node_device_type(op: Operation) -> str:
+    return device_type(op.device)
+
+
+def fetch_tensor_list(fetches) -> tuple[list[Tensor], list[Operation]]:
+    tensors = [f for f in fetches if isinstance(f, Tensor)]
+    ops = [f for f in fetches if isinstance(f, Operation)]
+    return tensors, ops

@@ -1,0 +1,9 @@
+"""Kernel implementations, registered per (op type, device type, dtype).
+
+``kernels.registry`` holds the registry; ``kernels.numpy_cpu`` the NumPy
+reference kernels for the CPU (the fallback for every op and the test oracle).
+Importing this package registers the NumPy kernels; other device types add
+their own subpackage without touching the executor.
+"""
+from . import registry  # noqa: F401
+from . import numpy_cpu  # noqa: F401  (registers the reference kernels)

@@ -1,0 +1,65 @@
+"""Variable kernels. A variable's handle is a :class:`VariableCell` kept in the
+Session's resources, so values survive across runs of the same Session."""
+from __future__ import annotations
+
+import numpy as np
+
+from dataflow import errors
+
+from ..registry import register_kernel
+
+
+class VariableCell:
+    """The storage of one variable in one Session."""
+
+    __slots__ = ("name", "dtype", "shape", "value")
+
+    def __init__(self, name, dtype, shape):
+        self.name, self.dtype, self.shape = name, dtype, shape
+        self.value = None
+
+    def read(self):
+        if self.value is None:
+            raise errors.FailedPreconditionError(
+                None, None, f"Attempting to use uninitialized value {self.name}")
+        return self.value
+
+    def store(self, value):
+        if self.shape.ndims is not None and not self.shape.is_compatible_with(np.shape(value)):
+            raise errors.InvalidArgumentError(
+                None, None, f"Cannot assign a value of shape {np.shape(value)} to variable "
+                f"{self.name} of shape {self.shape}")
+        if isinstance(value, np.ndarray):
+            # Readers keep references to stored values: store a private, read-only copy.
+            value = value.copy()
+            value.setflags(write=False)
+        self.value = value
+        return value
+
+
+@register_kernel("VarHandleOp")
+def _handle(ctx):
+    name = ctx.attr("shared_name")
+    cell = ctx.resources.get(name)
+    if cell is None:
+        cell = ctx.resources[name] = VariableCell(name, ctx.attr("dtype"), ctx.attr("shape"))
+    return lambda: cell
+
+
+register_kernel("ReadVariableOp")(lambda ctx: VariableCell.read)
+register_kernel("AssignVariableOp")(lambda ctx: VariableCell.store)
+
+
+@register_kernel("AssignAddVariableOp")
+def _assign_add(ctx):
+    return lambda cell, delta: cell.store(cell.read() + delta)
+
+
+@register_kernel("AssignSubVariableOp")
+def _assign_sub(ctx):
+    return lambda cell, delta: cell.store(cell.read() - delta)
+
+
+@register_kernel("VarIsInitializedOp")
+def _is_initialized(ctx):
+    return lambda cell: np.bool_(cell.value is not None)

@@ -1,0 +1,96 @@
+"""The kernel registry: (op type, device type, dtype) -> kernel factory.
+
+A *factory* is called once per node when a run plan is built, with a
+:class:`KernelContext`; it returns the callable the executor invokes for every
+execution of that node: ``fn(*input_values) -> output`` (a single value for
+one-output ops, a tuple for several, ``None`` for none).
+
+>>> @register_kernel("Square", device="CPU")
+... def _square(ctx):
+...     return lambda x: x * x
+
+Lookup prefers an exact dtype match, then a dtype-generic kernel, and among
+equals the highest ``priority`` (so compiled kernels can override NumPy ones).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
+           "registered_device_types"]
+
+
+@dataclass
+class KernelContext:
+    """What a kernel factory may look at: the op, its device, and session state."""
+
+    op: Any
+    device: str = ""
+    device_type: str = "CPU"
+    resources: dict = field(default_factory=dict)
+    options: Any = None
+
+    def attr(self, name):
+        return self.op.get_attr(name)
+
+    @property
+    def input_dtypes(self):
+        return [t.dtype for t in self.op.inputs]
+
+    @property
+    def output_dtypes(self):
+        return [t.dtype for t in self.op.outputs]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    dtypes: frozenset | None
+    priority: int
+    factory: Callable
+
+
+_REGISTRY: dict[tuple[str, str], list[_Entry]] = {}
+
+
+def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0):
+    """Decorator registering a kernel factory for ``op_type`` on ``device`` type."""
+    from dataflow import dtypes as _dt
+    dset = None if dtypes is None else frozenset(_dt.as_dtype(d) for d in dtypes)
+
+    def decorate(factory):
+        entries = _REGISTRY.setdefault((op_type, device.upper()), [])
+        entries.append(_Entry(dset, priority, factory))
+        entries.sort(key=lambda e: (e.dtypes is None, -e.priority))
+        return factory
+
+    return decorate
+
+
+def kernel_dtype(op):
+    """The dtype that selects a kernel: input 0's, else output 0's, else None."""
+    if op.inputs:
+        return op.inputs[0].dtype
+    if op.outputs:
+        return op.outputs[0].dtype
+    return None
+
+
+def find_kernel(op, device_type: str = "CPU"):
+    """The best registered factory for ``op`` on ``device_type``, or None."""
+    entries = _REGISTRY.get((op.type, device_type.upper()))
+    if not entries:
+        return None
+    dt = kernel_dtype(op)
+    for e in entries:
+        if e.dtypes is None or dt in e.dtypes:
+            return e.factory
+    return None
+
+
+def has_kernel(op_type: str, device_type: str = "CPU") -> bool:
+    return bool(_REGISTRY.get((op_type, device_type.upper())))
+
+
+def registered_device_types() -> set[str]:
+    return {d for (_, d) in _REGISTRY}
