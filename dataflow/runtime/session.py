@@ -154,16 +154,7 @@ class Session:
         plan = self._plan(tensors, targets, feed_tensors)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        templates = None
-        if plan.num_feeds:
-            templates = {}
-            for i, slots in enumerate(plan.feed_slots):
-                for frame, slot in slots:
-                    tmpl = templates.get(frame)
-                    if tmpl is None:
-                        tmpl = templates[frame] = frame.inputs[:]
-                    tmpl[slot] = feed_values[i]
-        executor = Executor(plan, self._worker_pool(), templates)
+        executor = Executor(plan, self._worker_pool(), self._templates(plan, feed_values))
         raw = executor.run(deadline)
         if run_metadata is not None:
             run_metadata.step_stats = {"nodes": len(plan.nodes)}
@@ -173,6 +164,35 @@ class Session:
         for j, t in enumerate(tensors):
             values[t] = self._fetched_value(t, raw[j], plan)
         return mapper.build(values)
+
+    def run_tokens(self, fetches, feed_dict=None, options=None):
+        """Like :meth:`run` on a flat list of tensors, but a dead fetch comes back as
+        ``(None, True)`` instead of raising: returns ``[(value, is_dead), ...]``.
+        Used by the differential tests against ``spec/``."""
+        tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
+        feed_tensors, feed_values = self._convert_feeds(feed_dict)
+        plan = self._plan(tensors, [], feed_tensors)
+        timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
+        deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
+        raw = Executor(plan, self._worker_pool(), self._templates(plan, feed_values)).run(deadline)
+        for j, i in plan.fetch_from_feed.items():
+            raw[j] = feed_values[i]
+        return [(None, True) if v is DEAD else (self._fetched_value(t, v, plan), False)
+                for t, v in zip(tensors, raw)]
+
+    @staticmethod
+    def _templates(plan, feed_values):
+        """Per-frame input templates with this run's feed values filled in."""
+        if not plan.num_feeds:
+            return None
+        templates = {}
+        for i, slots in enumerate(plan.feed_slots):
+            for frame, slot in slots:
+                tmpl = templates.get(frame)
+                if tmpl is None:
+                    tmpl = templates[frame] = frame.inputs[:]
+                tmpl[slot] = feed_values[i]
+        return templates
 
     def _fetched_value(self, t, v, plan):
         if v is DEAD:
