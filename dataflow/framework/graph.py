@@ -486,11 +486,6 @@ class Graph:
     def _next_frame_id(self) -> int:
         return next(self._frame_counter)
 
-    def to_dot(self) -> str:
-        """Graphviz DOT text of the graph (loop frames as clusters)."""
-        from ..viz import graph_to_dot
-        return graph_to_dot(self)
-
 
 class _ControlDependenciesController:
     def __init__(self, graph: Graph, control_inputs):

@@ -36,19 +36,23 @@ class OpDef:
     ``infer(op)`` returns ``[(dtype, TensorShape), ...]``, one pair per output.
     ``role`` names the executor behaviour (``"normal"`` for ordinary ops).
     ``stateful`` ops are never constant-folded, deduplicated or pruned away
-    when they are fetch targets.
+    when they are fetch targets. ``forwards_input`` marks ops whose single
+    output is their single input (Identity, LoopCond...): the run plan wires
+    their consumers straight to their producer.
     """
 
     type: str
     infer: Callable
     stateful: bool = False
     role: str = NORMAL
+    forwards_input: bool = False
 
 
 _REGISTRY: dict[str, OpDef] = {}
 
 
-def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL):
+def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL,
+                forwards_input: bool = False):
     """Decorator registering ``infer`` as the shape/dtype function of ``op_type``."""
     if role not in EXECUTOR_ROLES:
         raise ValueError(f"unknown executor role {role!r}")
@@ -56,7 +60,7 @@ def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL):
     def decorate(infer):
         if op_type in _REGISTRY:
             raise KeyError(f"Op type {op_type!r} is already registered")
-        _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role)
+        _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role, forwards_input)
         return infer
 
     return decorate

@@ -16,8 +16,9 @@ from ..framework.tensor_shape import TensorShape, as_shape
 from . import shape_fns
 
 # -- definitions -----------------------------------------------------------------------------
-for _t in ("Identity", "StopGradient", "PreventGradient", "ZerosLike", "OnesLike",
-           "PlaceholderWithDefault", "Snapshot"):
+for _t in ("Identity", "StopGradient", "PreventGradient", "Snapshot"):
+    register_op(_t, forwards_input=True)(shape_fns.unchanged)
+for _t in ("ZerosLike", "OnesLike", "PlaceholderWithDefault"):
     register_op(_t)(shape_fns.unchanged)
 
 

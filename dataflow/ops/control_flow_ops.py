@@ -59,7 +59,7 @@ register_op("ControlTrigger", role=_roles.CONTROL_TRIGGER)(shape_fns.no_outputs)
 register_op("NoOp")(shape_fns.no_outputs)
 
 
-@register_op("LoopCond")
+@register_op("LoopCond", forwards_input=True)
 def _loop_cond_infer(op):
     pred = op.inputs[0]
     if not pred.dtype.is_bool or pred.shape.ndims not in (None, 0):

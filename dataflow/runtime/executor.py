@@ -45,8 +45,19 @@ class _Dead:
 
 DEAD = _Dead()          # the value of a dead token
 _NO_VALUE = object()    # a fetch that never arrived
-_BIG_BYTES = 1 << 18    # inputs above this size may run on a worker thread
+BIG_BYTES = 1 << 18     # inputs above this size may run on a worker thread
 _CHECK_EVERY = 1023     # deadline checks every 1024 nodes
+
+
+class _Int32Cache(dict):
+    """Merge's value_index as a NumPy int32, made once per index."""
+
+    def __missing__(self, i):
+        v = self[i] = np.int32(i)
+        return v
+
+
+_INT32 = _Int32Cache()
 
 
 class FrameState:
@@ -71,10 +82,11 @@ class IterationState:
     """Input buffers and pending counts of one iteration of one frame."""
 
     __slots__ = ("frame", "num", "inputs", "pending", "dead", "outstanding",
-                 "outstanding_frames", "children")
+                 "outstanding_frames", "children", "is_root")
 
     def __init__(self, frame, num, inputs, pending):
         self.frame = frame
+        self.is_root = frame.parent_iter is None
         self.num = num
         self.inputs = inputs
         self.pending = pending
@@ -116,50 +128,101 @@ class Executor:
         return self.results
 
     def _loop(self, deadline):
+        """The scheduler. Every role is handled inline: this loop runs millions of times."""
         nodes = self.nodes
         ready = self.ready
+        pop = ready.pop
+        push = ready.append
         heavy = self.plan.heavy
         pool = self.pool
+        results = self.results
+        deliver_to_merge = self._deliver_to_merge
         count = 0
+        check_every = _CHECK_EVERY
         while True:
             while ready:
-                gid, it = ready.pop()
+                gid, it = pop()
                 role, local, base, end, fn, edges, nout = nodes[gid]
                 count += 1
-                if not count & _CHECK_EVERY and deadline is not None \
+                if not count & check_every and deadline is not None \
                         and time.monotonic() > deadline:
                     raise self._deadline_error(gid)
+                inputs = it.inputs
+                node_dead = it.dead[local]
+                target = it
+                out = None
                 if role == NORMAL:
-                    inputs = it.inputs
-                    if it.dead[local]:
-                        self._deliver(edges, None, nout, True, it)
-                    else:
-                        args = inputs[base:end]
-                        if pool is not None and ready and heavy[gid] and _is_big(args):
-                            self._launch(gid, it, fn, args)
+                    if not node_dead:
+                        if ready and heavy[gid] and pool is not None \
+                                and _is_big(inputs, base, end):
+                            self._launch(gid, it, fn, inputs[base:end])
                             continue
                         try:
-                            out = fn(*args)
+                            # Direct calls for the common arities: no slice, no *args.
+                            n = end - base
+                            if n == 2:
+                                out = fn(inputs[base], inputs[base + 1])
+                            elif n == 1:
+                                out = fn(inputs[base])
+                            else:
+                                out = fn(*inputs[base:end])
                         except BaseException as exc:
                             raise self._kernel_error(gid, exc) from exc
-                        # Inline delivery: this is the path almost every node takes.
-                        ipend = it.pending
-                        for k, dg, dl, ds, mode in edges:
-                            if mode == TO_NODE:
-                                if ds >= 0:
-                                    inputs[ds] = out if nout == 1 else out[k]
-                                p = ipend[dl] - 1
-                                ipend[dl] = p
-                                if not p:
-                                    ready.append((dg, it))
-                                    it.outstanding += 1
-                            else:
-                                v = None if k < 0 else (out if nout == 1 else out[k])
-                                self._deliver_one(k, dg, dl, ds, mode, v, it)
-                else:
-                    self._run_control_flow(role, gid, local, base, edges, nout, it)
+                elif role == SWITCH:
+                    if not node_dead:
+                        data = inputs[base]
+                        out = (DEAD, data) if inputs[base + 1] else (data, DEAD)
+                elif role == MERGE:
+                    # Merge's dead count tallies dead data inputs, not its own deadness.
+                    value = inputs[base]
+                    node_dead = value is DEAD
+                    if not node_dead:
+                        out = (value, _INT32[inputs[base + 1]])
+                elif role == NEXT_ITERATION:
+                    target = None if node_dead else self._next_iteration_target(edges,
+                                                                                inputs[base], it)
+                    out = inputs[base]
+                elif role == EXIT:
+                    if node_dead:
+                        if it.num == it.frame.iteration_count:
+                            it.frame.dead_exits.append(gid)
+                        target = None
+                    else:
+                        out = inputs[base]
+                        target = it.frame.parent_iter
+                elif role == ENTER:
+                    self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
+                    target = None
+                else:  # CONTROL_TRIGGER: never dead
+                    node_dead = 0
+                if target is not None:
+                    tinputs = target.inputs
+                    tpend = target.pending
+                    for k, dg, dl, ds, mode in edges:
+                        if node_dead:
+                            v = DEAD
+                        elif k < 0:
+                            v = None
+                        elif nout == 1:
+                            v = out
+                        else:
+                            v = out[k]
+                        if mode == TO_NODE:
+                            if v is DEAD:
+                                target.dead[dl] += 1
+                            elif ds >= 0:
+                                tinputs[ds] = v
+                            p = tpend[dl] - 1
+                            tpend[dl] = p
+                            if not p:
+                                push((dg, target))
+                                target.outstanding += 1
+                        elif mode == TO_FETCH:
+                            results[ds] = v
+                        else:
+                            deliver_to_merge(dg, dl, ds, mode, v, target)
                 it.outstanding -= 1
-                if not it.outstanding and it.frame.parent_iter is not None:
+                if not it.outstanding and not it.is_root:
                     self._cleanup(it)
             if not self.inflight:
                 return
@@ -167,31 +230,34 @@ class Executor:
 
     # -- delivery ----------------------------------------------------------------------------
     def _deliver(self, edges, out, nout, node_dead, it):
-        """Send a node's outputs (or its death) along ``edges`` into iteration ``it``."""
+        """Send a node's outputs (or its death) along ``edges`` into iteration ``it``.
+
+        The same logic as the inline copy in :meth:`_loop`, for the less frequent callers.
+        """
+        ready = self.ready
         for k, dg, dl, ds, mode in edges:
             if node_dead:
                 v = DEAD
             elif k < 0:
                 v = None
+            elif nout == 1:
+                v = out
             else:
-                v = out if nout == 1 else out[k]
-            self._deliver_one(k, dg, dl, ds, mode, v, it)
-
-    def _deliver_one(self, k, dg, dl, ds, mode, v, it):
-        if mode == TO_NODE:
-            if v is DEAD:
-                it.dead[dl] += 1
-            elif ds >= 0:
-                it.inputs[ds] = v
-            p = it.pending[dl] - 1
-            it.pending[dl] = p
-            if not p:
-                self.ready.append((dg, it))
-                it.outstanding += 1
-        elif mode == TO_FETCH:
-            self.results[ds] = v
-        else:
-            self._deliver_to_merge(dg, dl, ds, mode, v, it)
+                v = out[k]
+            if mode == TO_NODE:
+                if v is DEAD:
+                    it.dead[dl] += 1
+                elif ds >= 0:
+                    it.inputs[ds] = v
+                p = it.pending[dl] - 1
+                it.pending[dl] = p
+                if not p:
+                    ready.append((dg, it))
+                    it.outstanding += 1
+            elif mode == TO_FETCH:
+                self.results[ds] = v
+            else:
+                self._deliver_to_merge(dg, dl, ds, mode, v, it)
 
     def _deliver_to_merge(self, dg, dl, index, mode, v, it):
         """Where a Merge becomes ready (see the module docstring)."""
@@ -218,39 +284,6 @@ class Executor:
             it.outstanding += 1
 
     # -- the control-flow primitives ---------------------------------------------------------
-    def _run_control_flow(self, role, gid, local, base, edges, nout, it):
-        node_dead = it.dead[local] > 0
-        inputs = it.inputs
-        if role == SWITCH:
-            if node_dead:
-                self._deliver(edges, None, nout, True, it)
-            else:
-                data, pred = inputs[base], inputs[base + 1]
-                out = (DEAD, data) if pred else (data, DEAD)
-                self._deliver(edges, out, 2, False, it)
-        elif role == MERGE:
-            value = inputs[base]
-            if value is DEAD:
-                self._deliver(edges, None, nout, True, it)
-            else:
-                self._deliver(edges, (value, np.int32(inputs[base + 1])), 2, False, it)
-        elif role == ENTER:
-            self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
-        elif role == EXIT:
-            frame = it.frame
-            if node_dead:
-                if it.num == frame.iteration_count:
-                    frame.dead_exits.append(gid)
-            else:
-                self._deliver(edges, inputs[base], 1, False, frame.parent_iter)
-        elif role == NEXT_ITERATION:
-            if not node_dead:
-                self._next_iteration(gid, edges, inputs[base], it)
-        elif role == CONTROL_TRIGGER:
-            self._deliver(edges, None, nout, False, it)  # never dead
-        else:  # pragma: no cover - plan only produces the roles above
-            raise errors.InternalError(None, self.plan.ops[gid], f"unknown role {role}")
-
     def _enter(self, gid, edges, value, node_dead, it):
         child_plan, is_constant = self.plan.enter_info[gid]
         children = it.children
@@ -271,14 +304,16 @@ class Executor:
         if not frame.pending_enters:
             self._cleanup(frame.iterations[0])
 
-    def _next_iteration(self, gid, edges, value, it):
+    def _next_iteration_target(self, edges, value, it):
+        """The iteration a live NextIteration output goes to; None when deferred because
+        ``parallel_iterations`` iterations are already in flight."""
         frame = it.frame
         if it.num == frame.iteration_count:
             if frame.num_outstanding >= frame.plan.parallel_iterations:
                 frame.next_iter_roots.append((edges, value))
-                return
+                return None
             self._new_iteration(frame)
-        self._deliver(edges, value, 1, False, frame.iterations[it.num + 1])
+        return frame.iterations[it.num + 1]
 
     def _new_iteration(self, frame):
         """Start iteration ``iteration_count + 1``: deferred roots and invariants flow in."""
@@ -298,25 +333,23 @@ class Executor:
         return it
 
     # -- completion --------------------------------------------------------------------------
-    @staticmethod
-    def _iteration_done(it) -> bool:
-        if it.outstanding or it.outstanding_frames:
-            return False
-        frame = it.frame
-        if it.num == 0:
-            return not frame.pending_enters
-        return (it.num - 1) not in frame.iterations
-
     def _cleanup(self, it):
-        """Free finished iterations in order; finish the frame when nothing is left."""
+        """Free finished iterations in order; finish the frame when nothing is left.
+
+        An iteration is done when nothing of it is scheduled or running, none of its
+        child frames is alive, and its predecessor is done (for iteration 0: every
+        Enter of the frame has arrived).
+        """
         frame = it.frame
-        while it is not None and self._iteration_done(it):
-            del frame.iterations[it.num]
+        iterations = frame.iterations
+        while it is not None and not it.outstanding and not it.outstanding_frames and (
+                (it.num - 1) not in iterations if it.num else not frame.pending_enters):
+            del iterations[it.num]
             frame.num_outstanding -= 1
             nxt = it.num + 1
             if frame.next_iter_roots:
                 self._new_iteration(frame)
-            it = frame.iterations.get(nxt)
+            it = iterations.get(nxt)
         if not frame.num_outstanding and not frame.pending_enters:
             self._frame_done(frame)
 
@@ -327,7 +360,7 @@ class Executor:
         frame.dead_exits = []
         del parent_it.children[frame.plan.name]
         parent_it.outstanding_frames -= 1
-        if parent_it.frame.parent_iter is not None:
+        if not parent_it.is_root:
             self._cleanup(parent_it)
 
     # -- worker threads ----------------------------------------------------------------------
@@ -358,7 +391,7 @@ class Executor:
             raise self._kernel_error(gid, exc) from exc
         self._deliver(self.nodes[gid][5], out, self.nodes[gid][6], False, it)
         it.outstanding -= 1
-        if not it.outstanding and it.frame.parent_iter is not None:
+        if not it.outstanding and not it.is_root:
             self._cleanup(it)
 
     # -- errors ------------------------------------------------------------------------------
@@ -379,9 +412,11 @@ class Executor:
                                             "finish (RunOptions.timeout_in_ms)")
 
 
-def _is_big(args) -> bool:
+def _is_big(inputs, base, end) -> bool:
+    """True if a node's array inputs are large enough to be worth a worker thread."""
     total = 0
-    for a in args:
+    for i in range(base, end):
+        a = inputs[i]
         if type(a) is np.ndarray:
             total += a.nbytes
-    return total >= _BIG_BYTES
+    return total >= BIG_BYTES

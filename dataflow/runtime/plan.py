@@ -184,8 +184,6 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
 
     fetched_ops = {t.op for t in fetch_tensors} | set(target_ops)
     folded = {op for op in ops if fold_constants and _foldable_const(op, fetched_ops)}
-    kept = [op for op in ops if op not in folded]
-    gid_of = {op: i for i, op in enumerate(kept)}
 
     # Control inputs after folding: a folded Const hands its control inputs on.
     def control_preds(op):
@@ -199,6 +197,17 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
                 seen.add(p)
                 out.append(p)
         return out
+
+    forwarders = {op for op in ops if fold_constants and op not in folded
+                  and _is_forwarder(op, fetched_ops, fed, folded, control_preds)}
+    kept = [op for op in ops if op not in folded and op not in forwarders]
+    gid_of = {op: i for i, op in enumerate(kept)}
+
+    def producer(t: Tensor) -> Tensor:
+        """The tensor that really carries ``t``'s value, looking through forwarders."""
+        while t.op in forwarders:
+            t = t.op._inputs[0]
+        return t
 
     # Layout: local index and slot range per node, within its frame.
     layout = {}
@@ -232,16 +241,24 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
                 f.inputs[base + i] = t.op.get_attr("value")
             else:
                 dynamic += 1
-                src = t.op
+                src = producer(t)
                 if role == MERGE:
-                    mode = TO_MERGE_FROM_ENTER if _role(src) == ENTER else TO_MERGE
-                    edges[src].append((t._value_index, gid_of[op], local, i, mode))
+                    # The Enter rule looks at the direct input, not through forwarders.
+                    mode = TO_MERGE_FROM_ENTER if _role(t.op) == ENTER else TO_MERGE
+                    edges[src.op].append((src._value_index, gid_of[op], local, i, mode))
                 else:
-                    edges[src].append((t._value_index, gid_of[op], local, base + i, TO_NODE))
+                    edges[src.op].append((src._value_index, gid_of[op], local, base + i,
+                                          TO_NODE))
         ctrl = control_preds(op)
         for c in ctrl:
             mode = CONTROL_TO_MERGE if role == MERGE else TO_NODE
-            edges[c].append((-1, gid_of[op], local, -1, mode))
+            if c in forwarders:
+                # A forwarder is dead exactly when its input value is: the control
+                # edge becomes a value edge that stores nothing (slot -1).
+                src = producer(c._inputs[0])
+                edges[src.op].append((src._value_index, gid_of[op], local, -1, mode))
+            else:
+                edges[c].append((-1, gid_of[op], local, -1, mode))
         if role == MERGE:
             merge_num_inputs[gid_of[op]] = len(op._inputs)
             f.pending[local] = 2 * len(ctrl) + 1
@@ -251,6 +268,8 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
             child = frames[op.get_attr("frame_name")]
             child.num_enters += 1
             enter_info[gid_of[op]] = (child, op.get_attr("is_constant"))
+
+    _drop_implied_control_edges(edges, kept, frame_of)
 
     fetch_from_feed = {}
     for j, t in enumerate(fetch_tensors):
@@ -267,7 +286,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         local, base, end = layout[op]
         fn = kernel_for(op) if role in (NORMAL, CONTROL_TRIGGER) else None
         nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs)))
-        heavy.append(role == NORMAL and not op._op_def.stateful and bool(op._inputs))
+        heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op))
 
     root = frames[""]
     root_ready = [gid_of[op] for op in root.ops if root.pending[layout[op][0]] == 0
@@ -279,6 +298,51 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
                 enter_info=enter_info, merge_num_inputs=merge_num_inputs,
                 fetches=list(fetch_tensors), fetch_from_feed=fetch_from_feed,
                 feed_slots=feed_slots, heavy=heavy, num_feeds=len(feed_tensors))
+
+
+def _drop_implied_control_edges(edges, kept_ops, frame_of):
+    """Remove control edges that a data edge between the same two nodes already implies.
+
+    The while-loop builder gives loop constants a control edge from the pivot, and
+    folding moves it onto the consumer, which usually reads the pivot's value too.
+    A control edge adds nothing when a data edge from the same source output (or,
+    for sources whose outputs die with the node, any output) reaches the same node.
+    """
+    for src, out in edges.items():
+        if not any(ds == -1 and mode == TO_NODE for _, _, _, ds, mode in out):
+            continue
+        same_death = _role(src) != SWITCH
+        data = {(k, dg) for k, dg, _, ds, mode in out if ds >= 0 and mode == TO_NODE}
+        data_dsts = {dg for _, dg in data}
+        kept = []
+        for e in out:
+            k, dg, dl, ds, mode = e
+            if ds == -1 and mode == TO_NODE and ((k, dg) in data or
+                                                 (k < 0 and same_death and dg in data_dsts)):
+                frame_of[kept_ops[dg]].pending[dl] -= 1
+                continue
+            kept.append(e)
+        edges[src] = kept
+
+
+def _may_be_big(op) -> bool:
+    """False when static shapes prove every input small (scalars in loops, say)."""
+    from .executor import BIG_BYTES
+    total = 0
+    for t in op._inputs:
+        n = t.shape.num_elements()
+        if n is None or t.dtype.as_numpy_dtype is None:
+            return True
+        total += n * t.dtype.np.itemsize
+    return total >= BIG_BYTES
+
+
+def _is_forwarder(op, fetched_ops, fed, folded, control_preds) -> bool:
+    """Identity-like ops the plan can bypass: one dynamic input, no control inputs."""
+    if not op._op_def.forwards_input or op in fetched_ops or len(op._inputs) != 1:
+        return False
+    t = op._inputs[0]
+    return t not in fed and t.op not in folded and not control_preds(op)
 
 
 def _const_controls(const_op, needed, folded):

@@ -1,0 +1,1 @@
+"""Benchmarks (pytest-benchmark files and ``python -m benchmarks.executor_table``)."""
