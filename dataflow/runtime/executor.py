@@ -109,13 +109,16 @@ class Executor:
         self.inflight = 0
         self.done_queue = None
         self.cancelled = False
+        self.peak_iterations = 0    # most iterations of one frame alive at once (stats)
+        self.offloaded = 0          # kernels run on worker threads (stats)
+        self.root_iteration = None
 
     # -- driver ------------------------------------------------------------------------------
     def run(self, deadline=None):
         """Execute until quiescent; returns the fetched values in fetch order."""
         plan = self.plan
         root = FrameState(plan.root, None)
-        root_it = self._new_iteration(root)
+        root_it = self.root_iteration = self._new_iteration(root)
         ready = self.ready
         for gid in plan.root_ready:
             ready.append((gid, root_it))
@@ -153,7 +156,9 @@ class Executor:
                 out = None
                 if role == NORMAL:
                     if not node_dead:
-                        if ready and heavy[gid] and pool is not None \
+                        # Hand a large kernel to a worker when other work could run
+                        # meanwhile (ready nodes, or kernels already out on workers).
+                        if heavy[gid] and (ready or self.inflight) and pool is not None \
                                 and _is_big(inputs, base, end):
                             self._launch(gid, it, fn, inputs[base:end])
                             continue
@@ -324,6 +329,8 @@ class Executor:
                             (template or fp.inputs)[:], fp.pending[:])
         frame.iterations[it.num] = it
         frame.num_outstanding += 1
+        if frame.num_outstanding > self.peak_iterations:
+            self.peak_iterations = frame.num_outstanding
         frame.dead_exits.clear()
         roots, frame.next_iter_roots = frame.next_iter_roots, []
         for edges, value in roots:
@@ -369,6 +376,7 @@ class Executor:
             self.done_queue = queue.SimpleQueue()
         done = self.done_queue
         self.inflight += 1
+        self.offloaded += 1
 
         def work():
             if self.cancelled:
