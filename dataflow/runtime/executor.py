@@ -46,7 +46,6 @@ class _Dead:
 DEAD = _Dead()          # the value of a dead token
 _NO_VALUE = object()    # a fetch that never arrived
 BIG_BYTES = 1 << 18     # inputs above this size may run on a worker thread
-_CHECK_EVERY = 1023     # deadline checks every 1024 nodes
 
 
 class _Int32Cache(dict):
@@ -109,6 +108,7 @@ class Executor:
         self.inflight = 0
         self.done_queue = None
         self.cancelled = False
+        self.deadline = None
         self.peak_iterations = 0    # most iterations of one frame alive at once (stats)
         self.offloaded = 0          # kernels run on worker threads (stats)
         self.root_iteration = None
@@ -117,6 +117,7 @@ class Executor:
     def run(self, deadline=None):
         """Execute until quiescent; returns the fetched values in fetch order."""
         plan = self.plan
+        self.deadline = deadline
         root = FrameState(plan.root, None)
         root_it = self.root_iteration = self._new_iteration(root)
         ready = self.ready
@@ -140,26 +141,22 @@ class Executor:
         pool = self.pool
         results = self.results
         deliver_to_merge = self._deliver_to_merge
-        count = 0
-        check_every = _CHECK_EVERY
+        self.deadline = deadline
         while True:
             while ready:
                 gid, it = pop()
                 role, local, base, end, fn, edges, nout = nodes[gid]
-                count += 1
-                if not count & check_every and deadline is not None \
-                        and time.monotonic() > deadline:
-                    raise self._deadline_error(gid)
                 inputs = it.inputs
                 node_dead = it.dead[local]
                 target = it
                 out = None
                 if role == NORMAL:
                     if not node_dead:
-                        # Hand a large kernel to a worker when other work could run
-                        # meanwhile (ready nodes, or kernels already out on workers).
-                        if heavy[gid] and (ready or self.inflight) and pool is not None \
-                                and _is_big(inputs, base, end):
+                        # Hand a large kernel to a worker only when another large
+                        # kernel could run meanwhile (out on a worker, or ready): a
+                        # hand-off costs tens of microseconds and gains nothing alone.
+                        if heavy[gid] and pool is not None and _is_big(inputs, base, end) \
+                                and (self.inflight or _any_heavy(ready, heavy)):
                             self._launch(gid, it, fn, inputs[base:end])
                             continue
                         try:
@@ -200,7 +197,26 @@ class Executor:
                     target = None
                 else:  # CONTROL_TRIGGER: never dead
                     node_dead = 0
-                if target is not None:
+                if target is None:
+                    pass
+                elif nout == 1 and not node_dead:
+                    # Live single-output node: no DEAD values, no per-edge output select.
+                    tinputs = target.inputs
+                    tpend = target.pending
+                    for k, dg, dl, ds, mode in edges:
+                        if mode == TO_NODE:
+                            if ds >= 0:
+                                tinputs[ds] = out
+                            p = tpend[dl] - 1
+                            tpend[dl] = p
+                            if not p:
+                                push((dg, target))
+                                target.outstanding += 1
+                        elif mode == TO_FETCH:
+                            results[ds] = out
+                        else:
+                            deliver_to_merge(dg, dl, ds, mode, None if k < 0 else out, target)
+                else:
                     tinputs = target.inputs
                     tpend = target.pending
                     for k, dg, dl, ds, mode in edges:
@@ -321,7 +337,13 @@ class Executor:
         return frame.iterations[it.num + 1]
 
     def _new_iteration(self, frame):
-        """Start iteration ``iteration_count + 1``: deferred roots and invariants flow in."""
+        """Start iteration ``iteration_count + 1``: deferred roots and invariants flow in.
+
+        The deadline is checked here (and while waiting for workers): only loops can
+        make a step run unboundedly long, and they do it by starting iterations.
+        """
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise self._deadline_error(None)
         fp = frame.plan
         frame.iteration_count += 1
         template = self.templates.get(fp) if self.templates else None
@@ -418,6 +440,13 @@ class Executor:
         op = self.plan.ops[gid] if gid is not None else None
         return errors.DeadlineExceededError(None, op, "Timed out waiting for the step to "
                                             "finish (RunOptions.timeout_in_ms)")
+
+
+def _any_heavy(ready, heavy) -> bool:
+    for gid, _ in ready:
+        if heavy[gid]:
+            return True
+    return False
 
 
 def _is_big(inputs, base, end) -> bool:
