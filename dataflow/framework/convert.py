@@ -45,9 +45,10 @@ def infer_dtype(value) -> _dtypes.DType:
 def convert_value(value, dtype: _dtypes.DType):
     """``value`` as a NumPy array of ``dtype``; TypeError if the conversion would lose data.
 
-    Ints into float tensors are fine; ``1.5`` into int32, or an int64 that overflows
-    int32, is not. 0-d results are NumPy scalars, so scalar kernels take NumPy's
-    fast scalar path.
+    Ints and floats into float tensors are fine (rounded to the nearest value of
+    ``dtype``, as TF does for ``constant(0.1)``); ``1.5`` into int32, or an int64 that
+    overflows int32, is not. 0-d results are NumPy scalars, so scalar kernels take
+    NumPy's fast scalar path.
     """
     np_type = dtype.as_numpy_dtype
     src = np.asarray(value)
@@ -61,8 +62,10 @@ def convert_value(value, dtype: _dtypes.DType):
                             f"'{type(value).__name__}' instead.")
         with np.errstate(all="ignore"):
             arr = src.astype(np_type)
-            if src.dtype.kind == "c" or not np.array_equal(arr.astype(src.dtype), src,
-                                                           equal_nan=src.dtype.kind == "f"):
+            # Rounding to a float type is not a loss TF rejects: 0.1 has no exact float32.
+            rounds_ok = dtype.is_floating and src.dtype.kind in "iuf"
+            if src.dtype.kind == "c" or not rounds_ok and not np.array_equal(
+                    arr.astype(src.dtype), src, equal_nan=src.dtype.kind == "f"):
                 raise TypeError(f"Expected {dtype.name}, got {_short(value)} of type "
                                 f"'{type(value).__name__}' instead (the conversion would "
                                 "lose information).")

@@ -8,8 +8,10 @@ new elementwise op is one line here and one kernel in :mod:`kernels`.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as _dtypes
-from ..framework.convert import convert_to_tensor
+from ..framework.convert import constant_value, convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
@@ -36,7 +38,17 @@ REDUCTION_OPS = {"Sum": "reduce_sum", "Mean": "reduce_mean", "Max": "reduce_max"
                  "Min": "reduce_min", "Prod": "reduce_prod", "All": "reduce_all",
                  "Any": "reduce_any"}
 
-_FLOAT_ONLY = {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Tanh", "Sigmoid", "Sin", "Cos"}
+# TF registers these for floating-point types only.
+_FLOAT_ONLY = {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Tanh", "Sigmoid", "Sin", "Cos",
+               "Reciprocal", "Floor", "Ceil", "RealDiv"}
+# Arithmetic is not defined on bool (TF has no bool kernels for these).
+_NUMERIC_ONLY = {"Neg", "Square", "Abs", "Sign", "Round", *BINARY_OPS, "Less", "LessEqual",
+                 "Greater", "GreaterEqual", "MatMul", "Sum", "Mean", "Max", "Min", "Prod"}
+_BOOL_ONLY = {"LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any"}
+# Default node names of the wrappers that back Python operators: TF names ``x + y``
+# "add", ``x * y`` "mul"... (see the Graph docstring: ``a + a`` is "add:0").
+_DEFAULT_NAMES = {"AddV2": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv",
+                  "FloorMod": "mod", "Pow": "pow"}
 
 for _t in UNARY_OPS:
     register_op(_t)(shape_fns.unchanged)
@@ -86,12 +98,24 @@ def _cast_infer(op):
 
 # -- wrappers --------------------------------------------------------------------------------
 
+def check_input_dtype(op_type, dtype, param="x"):
+    """TypeError unless ``op_type`` is defined for ``dtype`` (checked at build time, as TF)."""
+    if op_type in _FLOAT_ONLY:
+        ok, allowed = dtype.is_floating, "float16, float32, float64"
+    elif op_type in _NUMERIC_ONLY:
+        ok, allowed = dtype.is_numeric, "float16, float32, float64, int8, int16, int32, int64, uint8"
+    elif op_type in _BOOL_ONLY:
+        ok, allowed = dtype.is_bool, "bool"
+    else:
+        return
+    if not ok:
+        raise TypeError(f"Value passed to parameter '{param}' of {op_type} has DataType "
+                        f"{dtype.name} not in list of allowed values: {allowed}")
+
+
 def _unary(op_type, x, name):
     x = convert_to_tensor(x)
-    if op_type in _FLOAT_ONLY and not x.dtype.is_floating:
-        raise TypeError(f"Value passed to parameter 'x' of {op_type} has DataType "
-                        f"{x.dtype.name} not in list of allowed values: float16, float32, "
-                        "float64")
+    check_input_dtype(op_type, x.dtype)
     return get_default_graph().create_op(op_type, [x], name=name or op_type).outputs[0]
 
 
@@ -111,7 +135,9 @@ def binary_operands(x, y, op_type="op"):
 
 def _binary(op_type, x, y, name):
     x, y = binary_operands(x, y, op_type)
-    return get_default_graph().create_op(op_type, [x, y], name=name or op_type).outputs[0]
+    check_input_dtype(op_type, x.dtype)
+    name = name or _DEFAULT_NAMES.get(op_type, op_type)
+    return get_default_graph().create_op(op_type, [x, y], name=name).outputs[0]
 
 
 def _make_unary(op_type, fn_name):
@@ -146,6 +172,7 @@ pow = globals()["pow"]  # noqa: A001 - TF's name
 def divide(x, y, name=None):
     """``x / y`` with true division: integer inputs are cast to float first, as in TF."""
     x, y = binary_operands(x, y, "RealDiv")
+    check_input_dtype("Sub", x.dtype)  # any numeric dtype: integers are cast below
     if x.dtype.is_integer:
         target = _dtypes.float64 if x.dtype in (_dtypes.int32, _dtypes.int64) \
             else _dtypes.float32
@@ -166,17 +193,26 @@ def cast(x, dtype, name=None):
                                          name=name or "Cast").outputs[0]
 
 
+def _static_axis(op_type, axis):
+    """``axis`` as None, an int or a tuple of ints (a constant tensor is accepted too)."""
+    if isinstance(axis, Tensor):
+        value = constant_value(axis)
+        if value is None:
+            raise TypeError(f"{REDUCTION_OPS[op_type]}: axis must be a Python int, a list of "
+                            "ints or a constant (a static attribute here), not a computed "
+                            "Tensor")
+        axis = value
+    if axis is None:
+        return None
+    if isinstance(axis, (list, tuple)) or np.ndim(axis) > 0:
+        return tuple(int(a) for a in np.ravel(axis))
+    return int(axis)
+
+
 def _reduce(op_type, x, axis, keepdims, name):
     x = convert_to_tensor(x)
-    if isinstance(axis, Tensor):
-        raise TypeError(f"{REDUCTION_OPS[op_type]}: axis must be a Python int or list of "
-                        "ints (a static attribute here), not a Tensor")
-    if isinstance(axis, (list, tuple)):
-        axis = tuple(int(a) for a in axis)
-    elif axis is not None:
-        axis = int(axis)
-    if op_type in ("All", "Any") and not x.dtype.is_bool:
-        raise TypeError(f"{REDUCTION_OPS[op_type]} requires a bool tensor")
+    axis = _static_axis(op_type, axis)
+    check_input_dtype(op_type, x.dtype, "input")
     attrs = {"axis": axis, "keep_dims": bool(keepdims)}
     return get_default_graph().create_op(op_type, [x], attrs, name=name or op_type).outputs[0]
 
@@ -203,6 +239,7 @@ reduce_sum = globals()["reduce_sum"]
 def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
     """Matrix product of two rank-2 tensors (``a @ b``)."""
     a, b = binary_operands(a, b, "MatMul")
+    check_input_dtype("MatMul", a.dtype, "a")
     attrs = {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}
     return get_default_graph().create_op("MatMul", [a, b], attrs, name=name or "MatMul").outputs[0]
 

@@ -48,6 +48,17 @@ _NO_VALUE = object()    # a fetch that never arrived
 BIG_BYTES = 1 << 18     # inputs above this size may run on a worker thread
 
 
+class _NoneTuples(dict):
+    """``_NONES[n]``: a tuple of n Nones, for clearing n input slots in one assignment."""
+
+    def __missing__(self, n):
+        v = self[n] = (None,) * n
+        return v
+
+
+_NONES = _NoneTuples()
+
+
 class _Int32Cache(dict):
     """Merge's value_index as a NumPy int32, made once per index."""
 
@@ -145,7 +156,7 @@ class Executor:
         while True:
             while ready:
                 gid, it = pop()
-                role, local, base, end, fn, edges, nout = nodes[gid]
+                role, local, base, end, fn, edges, nout, clear = nodes[gid]
                 inputs = it.inputs
                 node_dead = it.dead[local]
                 target = it
@@ -158,6 +169,8 @@ class Executor:
                         if heavy[gid] and pool is not None and _is_big(inputs, base, end) \
                                 and (self.inflight or _any_heavy(ready, heavy)):
                             self._launch(gid, it, fn, inputs[base:end])
+                            if clear:
+                                inputs[base:end] = _NONES[end - base]
                             continue
                         try:
                             # Direct calls for the common arities: no slice, no *args.
@@ -170,6 +183,8 @@ class Executor:
                                 out = fn(*inputs[base:end])
                         except BaseException as exc:
                             raise self._kernel_error(gid, exc) from exc
+                    if clear:
+                        inputs[base:end] = _NONES[end - base]
                 elif role == SWITCH:
                     if not node_dead:
                         data = inputs[base]

@@ -57,7 +57,13 @@ class FramePlan:
 
 @dataclass(eq=False)
 class Plan:
-    """An executable plan. ``nodes[gid] = (role, local, base, end, fn, edges, nout)``."""
+    """An executable plan.
+
+    ``nodes[gid] = (role, local, base, end, fn, edges, nout, clear)``: the executor
+    role code, index in the frame, input slot range, kernel, out-edge tuples
+    ``(src_output, dst_gid, dst_local, dst_slot, mode)``, number of outputs, and
+    whether the node's input slots are cleared once it ran.
+    """
 
     nodes: list
     ops: list
@@ -285,7 +291,10 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         role = _role(op)
         local, base, end = layout[op]
         fn = kernel_for(op) if role in (NORMAL, CONTROL_TRIGGER) else None
-        nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs)))
+        # Root-frame nodes run once per step, so their consumed inputs can be dropped at
+        # once (loop iterations free their whole buffer when they finish instead).
+        clear = role == NORMAL and frame_of[op] is frames[""] and end > base
+        nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs), clear))
         heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op))
 
     root = frames[""]
