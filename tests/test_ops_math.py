@@ -688,7 +688,7 @@ def test_mismatched_tensor_dtypes_raise_type_error(a, b):
 
 
 @pytest.mark.parametrize("shape_a,shape_b", [
-    ([2, 3], [4]), ([2, 3], [3, 2]), ([None, 3], [4]), ([5], [2, 4]), ([2, 1, 3], [4, 1])])
+    ([2, 3], [4]), ([2, 3], [3, 2]), ([None, 3], [4]), ([5], [2, 4]), ([2, 1, 3], [4, 2])])
 def test_incompatible_broadcast_raises_value_error(shape_a, shape_b):
     with df.Graph().as_default():
         x, y = df.placeholder(df.float32, shape_a), df.placeholder(df.float32, shape_b)

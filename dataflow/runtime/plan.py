@@ -96,9 +96,15 @@ def _prune(fetch_tensors, target_ops, fed: set) -> list[Operation]:
             if t not in fed and t.op not in needed:
                 stack.append(t.op)
         for c in op._control_inputs:
-            if c not in needed:
+            if c not in needed and not _fed_placeholder(c, fed):
                 stack.append(c)
     return sorted(needed, key=lambda o: o._id)
+
+
+def _fed_placeholder(op: Operation, fed: set) -> bool:
+    """A fed Placeholder is replaced by its feed; as in TF, control edges out of it
+    are then satisfied by the feed itself (the op does not run)."""
+    return op.type == "Placeholder" and op._outputs[0] in fed
 
 
 def _infer_frames(ops, needed: set, fed: set) -> dict:
@@ -110,7 +116,7 @@ def _infer_frames(ops, needed: set, fed: set) -> dict:
     indegree = {}
     for op in ops:
         preds = [t.op for t in op._inputs if t not in fed]
-        preds += [c for c in op._control_inputs]
+        preds += [c for c in op._control_inputs if c in needed]
         indegree[op] = len(preds)
         for p in preds:
             out_edges[p].append(op)
