@@ -304,10 +304,12 @@ class Executor:
             p -= 2
         elif v is DEAD:
             it.dead[dl] += 1
-            if p & 1 and (mode == TO_MERGE_FROM_ENTER
-                          or it.dead[dl] == self.plan.merge_num_inputs[dg]):
-                p -= 1
-                it.inputs[base] = DEAD
+            if not p & 1:
+                return  # the Merge already has its value (or already fired): ignored
+            if mode != TO_MERGE_FROM_ENTER and it.dead[dl] < self.plan.merge_num_inputs[dg]:
+                return  # a live input may still come
+            p -= 1
+            it.inputs[base] = DEAD
         elif p & 1:
             p -= 1
             it.inputs[base] = v
