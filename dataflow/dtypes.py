@@ -110,6 +110,8 @@ def as_dtype(value) -> DType:
     """
     if isinstance(value, DType):
         return value
+    if value is None:  # np.dtype(None) would silently mean float64
+        raise TypeError("Cannot convert None to a dataflow dtype")
     if isinstance(value, str):
         try:
             return _BY_NAME[value]

@@ -91,6 +91,9 @@ class Interpreter:
         for key, value in (feed_dict or {}).items():
             t = graph.as_graph_element(key, allow_operation=False)
             self.feeds[t] = convert_value(value, t.dtype)   # as Session converts feeds
+        # Feeding a Placeholder also satisfies control edges from it: TF rewrites them to
+        # come from the feed, so the unfed-placeholder kernel never runs.
+        self.fed_placeholders = {t.op for t in self.feeds if t.op.type == "Placeholder"}
         self.resources = {} if resources is None else resources
         self.ops = self._prune()
         self.consumers = self._consumer_map()
@@ -116,7 +119,7 @@ class Interpreter:
             if op not in needed:
                 needed.add(op)
                 stack.extend(t.op for t in op._inputs if t not in self.feeds)
-                stack.extend(op._control_inputs)
+                stack.extend(c for c in op._control_inputs if c not in self.fed_placeholders)
         return needed
 
     def _consumer_map(self) -> dict:
@@ -127,7 +130,8 @@ class Interpreter:
                 if t not in self.feeds:
                     out[t.op].add(op)
             for c in op._control_inputs:
-                out[c].add(op)
+                if c not in self.fed_placeholders:
+                    out[c].add(op)
         return out
 
     # -- reading tokens ------------------------------------------------------------------------
@@ -150,6 +154,9 @@ class Interpreter:
         return self.tokens.get((t.op, t._value_index, self._source_tag(t.op, tag)))
 
     def _read_control(self, op, tag):
+        """The control token (deadness) of ``op`` at ``tag``, or None if it has not run."""
+        if op in self.fed_placeholders:
+            return Token(None, False, -1)
         return self.tokens.get((op, CONTROL, self._source_tag(op, tag)))
 
     # -- writing tokens ------------------------------------------------------------------------
@@ -322,7 +329,8 @@ class Interpreter:
         """Fire enabled nodes one at a time in a random order until quiescent."""
         rng = random.Random(seed)
         for op in self.ops:   # sources: nothing to wait for; they live in the root frame
-            if not op._control_inputs and all(t in self.feeds for t in op._inputs):
+            if all(c in self.fed_placeholders for c in op._control_inputs) \
+                    and all(t in self.feeds for t in op._inputs):
                 self.candidates.add((op, ROOT))
         while True:
             ready = self._ready()

@@ -224,6 +224,18 @@ def test_divide_floats(data, dtype, shapes, input_modes, use_operator):
     assert_result(t, out, x.astype(np.float64) / y, dtype, static_known(input_modes))
 
 
+def test_realdiv_is_float_only_while_divide_accepts_integers():
+    """TF's RealDiv has no integer kernels; ``divide``/``/`` cast integers first."""
+    with df.Graph().as_default():
+        with pytest.raises(TypeError):
+            df.realdiv(df.constant([7]), df.constant([2]))
+        half = df.realdiv(df.constant([7.0]), df.constant([2.0]))
+        truediv = df.constant([7]) / 2
+        assert truediv.op.type == "RealDiv" and truediv.dtype == df.float64
+        with df.Session() as sess:
+            np.testing.assert_array_equal(sess.run([half, truediv]), [[3.5], [3.5]])
+
+
 @SETTINGS
 @given(data=st.data(), dtype=st.sampled_from(INTS + [np.int16]), shapes=BROADCAST_PAIRS,
        input_modes=modes(2), use_operator=st.booleans())
@@ -316,6 +328,26 @@ def test_arithmetic_rejects_bool(fn):
     with df.Graph().as_default():
         with pytest.raises(TypeError):
             fn(df.constant([True]), df.constant([False]))
+
+
+@pytest.mark.parametrize("fn,ref", [(df.maximum, np.maximum), (df.minimum, np.minimum)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_maximum_minimum_propagate_nan_like_numpy(fn, ref, dtype):
+    """Scalars take a Python-operator fast path; it must agree with NumPy on NaN too."""
+    pairs = [(np.nan, 1.0), (1.0, np.nan), (np.nan, np.nan), (-0.0, 0.0), (2.0, -3.0),
+             (-np.inf, 1.0)]
+    with df.Graph().as_default():
+        x, y = df.placeholder(dtype, []), df.placeholder(dtype, [])
+        xs, ys = df.placeholder(dtype, [len(pairs)]), df.placeholder(dtype, [len(pairs)])
+        scalar_t, vector_t = fn(x, y), fn(xs, ys)
+        with df.Session() as sess:
+            scalars = [sess.run(scalar_t, {x: a, y: b}) for a, b in pairs]
+            vector = sess.run(vector_t, {xs: [a for a, _ in pairs], ys: [b for _, b in pairs]})
+    expected = ref(np.array([a for a, _ in pairs], dtype), np.array([b for _, b in pairs], dtype))
+    for out in scalars:
+        assert isinstance(out, np.generic) and out.dtype == dtype
+    np.testing.assert_array_equal(np.array(scalars, dtype), expected)
+    np.testing.assert_array_equal(vector, expected)
 
 
 # -- comparisons and logic ---------------------------------------------------------------------
@@ -500,6 +532,29 @@ def test_reduce_axis_forms_and_keepdims_static_shapes():
         assert df.reduce_sum(x, reduction_indices=[1]).shape.as_list() == [2, 4]
         assert df.reduce_sum(x, axis=np.int64(0)).shape.as_list() == [3, 4]
         assert df.reduce_sum(x, axis=np.array([0, 1])).shape.as_list() == [4]
+        assert df.reduce_sum(x, axis=df.constant([0, 2])).shape.as_list() == [3]
+        with pytest.raises(TypeError):  # the axes are a static attribute here
+            df.reduce_sum(x, axis=df.placeholder(df.int32, []))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_reductions_over_zero_size_axes_give_the_identity(dtype):
+    """TF fills reductions of nothing with the reducer's identity: 0 for sum, 1 for prod,
+    the dtype's lowest value for max and its highest for min (True/False for all/any)."""
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    with df.Graph().as_default():
+        x = df.placeholder(dtype, [None, 3])
+        b = df.placeholder(df.bool, [None, 3])
+        fetches = [df.reduce_sum(x, 0), df.reduce_prod(x, 0), df.reduce_max(x, 0),
+                   df.reduce_min(x, 0), df.reduce_all(b, 0), df.reduce_any(b, 0),
+                   df.reduce_sum(x)]
+        with df.Session() as sess:
+            outs = sess.run(fetches, {x: np.zeros((0, 3), dtype), b: np.zeros((0, 3), bool)})
+    expected = [np.zeros(3, dtype), np.ones(3, dtype), np.full(3, info.min, dtype),
+                np.full(3, info.max, dtype), np.ones(3, bool), np.zeros(3, bool), dtype(0)]
+    for out, want in zip(outs, expected):
+        assert out.dtype == want.dtype and np.shape(out) == np.shape(want)
+        np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("axis", [3, -4, [0, 3]])
@@ -549,7 +604,7 @@ def test_matmul_matches_numpy(data, dtype, dims, transpose_a, transpose_b, input
     ([2, 3], [4, 5], {}),
     ([2, 3], [2, 3], {}),
     ([None, 3], [4, None], {}),
-    ([2, 3], [2, 3], {"transpose_a": False, "transpose_b": False}),
+    ([2, 3], [2, 3], {"transpose_a": True, "transpose_b": True}),
     ([3, 2], [3, 4], {"transpose_b": True}),
     ([3], [3, 1], {}),
 ])

@@ -116,51 +116,58 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
         flat_inv = [as_shape(s) for s in _flatten_invariants(shape_invariants, loop_vars)]
     outer_deps = [c for ctrl in g._control_dependencies_stack for c in ctrl.control_inputs]
 
-    ctx.Enter()
-    try:
-        real_vars = flat_vars
-        if ctx.outer_context is not None:
-            real_vars = [ctx.outer_context.AddValue(x) for x in flat_vars]
-        enters = [ctx._enter(x, is_constant=False) for x in real_vars]
-        _add_outer_pivot(ctx, enters)
-        ctx.fix_enter_control_inputs(enters, outer_deps)
-        for x, e, inv in zip(real_vars, enters, flat_inv):
-            if not _shape_less_equal(x.shape, inv):
-                raise ValueError(
-                    f"The shape invariant specified for {x.name} is not compatible with the "
-                    f"initial shape of the loop variable. It enters the loop with shape "
-                    f"{x.shape}, but the specified shape invariant is {inv}.")
-            e._shape = inv
-        ctx._values = set(enters)
-        ctx.loop_enters = enters
-
-        merges = [merge([e, e])[0] for e in enters]
-        ctx.pivot_for_pred = merges[0]
-        packed = nest.pack_sequence_as(_as_structure(loop_vars), merges)
-        c = convert_to_tensor(pred(*packed))
-        if not c.dtype.is_bool or c.shape.ndims not in (0, None):
-            raise TypeError(f"while_loop: cond must return a scalar bool tensor, got "
-                            f"{c.dtype.name} of shape {c.shape}")
-        ctx.pivot = loop_cond(c, name="LoopCond")
-        switches = [switch(m, ctx.pivot) for m in merges]
-        body_vars = [identity(s[1]) for s in switches]
-        ctx.pivot_for_body = body_vars[0]
-        packed_body = nest.pack_sequence_as(_as_structure(loop_vars), body_vars)
-        result = body(*packed_body)
-        if not nest.is_sequence(result):
-            result = [result]
+    # The ops of the loop do not take the control dependencies active around it: the
+    # loop-variable Enters carry them (fix_enter_control_inputs) and every op of the
+    # frame runs after an Enter. TF gets the same effect by marking the Enters as seen
+    # by the outer controllers, so ops consuming them are "dominated"; without this, a
+    # Merge would get an external control input to pull into the loop before the loop
+    # has a pivot.
+    with g.control_dependencies(None):
+        ctx.Enter()
         try:
-            nest.assert_same_structure(list(packed_body), list(result))
-        except ValueError as e:
-            raise ValueError(f"while_loop: body must return the structure of loop_vars. {e}") \
-                from None
-        flat_result = [convert_to_tensor(v) for v in nest.flatten(result)]
-        for m, v, x in zip(merges, flat_result, flat_vars):
-            _add_next_and_back_edge(m, v, x)
-        exits = [exit_op(s[0]) for s in switches]
-        ctx.loop_exits = exits
-    finally:
-        ctx.Exit()
+            real_vars = flat_vars
+            if ctx.outer_context is not None:
+                real_vars = [ctx.outer_context.AddValue(x) for x in flat_vars]
+            enters = [ctx._enter(x, is_constant=False) for x in real_vars]
+            _add_outer_pivot(ctx, enters)
+            ctx.fix_enter_control_inputs(enters, outer_deps)
+            for x, e, inv in zip(real_vars, enters, flat_inv):
+                if not _shape_less_equal(x.shape, inv):
+                    raise ValueError(
+                        f"The shape invariant specified for {x.name} is not compatible with "
+                        f"the initial shape of the loop variable. It enters the loop with "
+                        f"shape {x.shape}, but the specified shape invariant is {inv}.")
+                e._shape = inv
+            ctx._values = set(enters)
+            ctx.loop_enters = enters
+
+            merges = [merge([e, e])[0] for e in enters]
+            ctx.pivot_for_pred = merges[0]
+            packed = nest.pack_sequence_as(_as_structure(loop_vars), merges)
+            c = convert_to_tensor(pred(*packed))
+            if not c.dtype.is_bool or c.shape.ndims not in (0, None):
+                raise TypeError(f"while_loop: cond must return a scalar bool tensor, got "
+                                f"{c.dtype.name} of shape {c.shape}")
+            ctx.pivot = loop_cond(c, name="LoopCond")
+            switches = [switch(m, ctx.pivot) for m in merges]
+            body_vars = [identity(s[1]) for s in switches]
+            ctx.pivot_for_body = body_vars[0]
+            packed_body = nest.pack_sequence_as(_as_structure(loop_vars), body_vars)
+            result = body(*packed_body)
+            if not nest.is_sequence(result):
+                result = [result]
+            try:
+                nest.assert_same_structure(list(packed_body), list(result))
+            except ValueError as e:
+                raise ValueError("while_loop: body must return the structure of loop_vars. "
+                                 f"{e}") from None
+            flat_result = [convert_to_tensor(v) for v in nest.flatten(result)]
+            for m, v, x in zip(merges, flat_result, flat_vars):
+                _add_next_and_back_edge(m, v, x)
+            exits = [exit_op(s[0]) for s in switches]
+            ctx.loop_exits = exits
+        finally:
+            ctx.Exit()
     if ctx.outer_context is not None:
         for e in exits:
             ctx.outer_context.AddName(e)

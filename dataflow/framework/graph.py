@@ -378,12 +378,23 @@ class Graph:
         return _ControlDependenciesController(self, ops)
 
     def _current_control_dependencies(self, input_ops) -> list[Operation]:
+        """Control inputs a new op with data inputs ``input_ops`` gets from the stack.
+
+        As in TF, a controller is skipped when one of the inputs was itself created
+        under it: the dependency then already holds through that input.
+        """
         ret = []
         for controller in self._control_dependencies_stack:
+            if any(op in controller.seen for op in input_ops):
+                continue
             for op in controller.control_inputs:
                 if op not in input_ops and op not in ret:
                     ret.append(op)
         return ret
+
+    def _record_op_seen_by_control_dependencies(self, op: Operation) -> None:
+        for controller in self._control_dependencies_stack:
+            controller.seen.add(op)
 
     def _get_control_flow_context(self):
         return self._control_flow_context
@@ -421,6 +432,7 @@ class Graph:
                 op._add_control_input(c)
             self._ops.append(op)
             self._ops_by_name[full_name] = op
+            self._record_op_seen_by_control_dependencies(op)
             ctx = self._control_flow_context
             op._control_flow_context = ctx
             if _INPUT_CHECKS:
@@ -492,6 +504,7 @@ class _ControlDependenciesController:
         self._graph = graph
         self._new_stack = control_inputs is None
         self.control_inputs = control_inputs or []
+        self.seen: set = set()   # ops created under this controller
         self._old_stack = None
         self._old_ctx = None
 

@@ -7,6 +7,8 @@ TensorShape([4, 3])
 """
 from __future__ import annotations
 
+import operator
+
 __all__ = ["TensorShape", "as_shape", "unknown_shape", "broadcast_shapes"]
 
 
@@ -21,8 +23,7 @@ class TensorShape:
         elif isinstance(dims, TensorShape):
             self._dims = dims._dims
         else:
-            self._dims = tuple(None if d is None or (isinstance(d, int) and d < 0) else int(d)
-                               for d in dims)
+            self._dims = tuple(_dim(d) for d in dims)
 
     @property
     def dims(self):
@@ -110,6 +111,17 @@ class TensorShape:
             return "<unknown>"
         return "(" + ", ".join("?" if d is None else str(d) for d in self._dims) + \
             ("," if len(self._dims) == 1 else "") + ")"
+
+
+def _dim(d):
+    """One dimension: an int, or None when unknown (None or negative, as -1 in TF)."""
+    if d is None:
+        return None
+    try:
+        d = operator.index(d)  # ints and NumPy integers; 2.5 or "3" are errors
+    except TypeError:
+        raise TypeError(f"Dimension value must be an integer or None, got {d!r}") from None
+    return None if d < 0 else d
 
 
 def as_shape(shape) -> TensorShape:

@@ -27,16 +27,38 @@ def _placeholder_infer(op):
     return [(op.get_attr("dtype"), op.get_attr("shape"))]
 
 
+def _shape_tensor_dims(t: Tensor):
+    """The entries of the 1-D int tensor ``t`` known at build time: a list of ints
+    (``-1`` kept) and None for unknown entries, or None when even the length is unknown.
+    A constant gives every entry, ``shape(y)`` the static shape of ``y`` and a ``stack``
+    of scalars its constant ones (as TF's ``constant_value_as_shape``)."""
+    value = constant_value(t)
+    if value is not None:
+        return [int(d) for d in np.ravel(value)]
+    if t.op.type == "Shape":
+        return t.op.inputs[0].shape.dims
+    if t.op.type == "Pack" and t.shape.ndims == 1:
+        entries = [constant_value(d) for d in t.op.inputs]
+        return [None if d is None else int(d) for d in entries]
+    n = t.shape[0] if t.shape.ndims == 1 else None
+    return None if n is None else [None] * n
+
+
+def shape_from_tensor(t: Tensor) -> TensorShape:
+    """The static shape described by the 1-D int tensor ``t`` (-1 entries are unknown)."""
+    return TensorShape(_shape_tensor_dims(t))
+
+
 @register_op("Reshape")
 def _reshape_infer(op):
     x, shape_t = op.inputs
-    target = constant_value(shape_t)
-    if target is None:
-        n = shape_t.shape[0] if shape_t.shape.ndims == 1 else None
-        return [(x.dtype, TensorShape(None if n is None else [None] * n))]
-    dims = [int(d) for d in np.atleast_1d(target)] if np.ndim(target) else []
+    dims = _shape_tensor_dims(shape_t)
+    if dims is None:
+        return [(x.dtype, TensorShape(None))]
     if dims.count(-1) > 1:
         raise ValueError(f"Reshape '{op.name}': at most one -1 in the shape, got {dims}")
+    if None in dims:  # some entries are computed: only the constant ones are known
+        return [(x.dtype, TensorShape(dims))]
     n_in = x.shape.num_elements()
     if -1 in dims:
         known = int(np.prod([d for d in dims if d != -1]))
@@ -120,11 +142,9 @@ def _pack_infer(op):
 @register_op("Fill")
 def _fill_infer(op):
     dims_t, value = op.inputs
-    dims = constant_value(dims_t)
-    if dims is None:
-        n = dims_t.shape[0] if dims_t.shape.ndims == 1 else None
-        return [(value.dtype, TensorShape(None if n is None else [None] * n))]
-    return [(value.dtype, TensorShape([int(d) for d in np.atleast_1d(dims)]))]
+    if value.shape.ndims not in (None, 0):
+        raise ValueError(f"fill '{op.name}': value must be a scalar, got shape {value.shape}")
+    return [(value.dtype, shape_from_tensor(dims_t))]
 
 
 def _shape_query_infer(op):
@@ -188,6 +208,9 @@ def _expand_dims_infer(op):
     if x.shape.ndims is None:
         return [(x.dtype, TensorShape(None))]
     dims = x.shape.as_list()
+    if not -len(dims) - 1 <= axis <= len(dims):
+        raise ValueError(f"expand_dims '{op.name}': axis {axis} is out of range for a "
+                         f"tensor of rank {len(dims)}")
     axis = axis % (len(dims) + 1)
     return [(x.dtype, TensorShape(dims[:axis] + [1] + dims[axis:]))]
 
@@ -200,6 +223,9 @@ def _squeeze_infer(op):
         return [(x.dtype, TensorShape(None))]
     dims = x.shape.as_list()
     if axes:
+        if any(not -len(dims) <= a < len(dims) for a in axes):
+            raise ValueError(f"squeeze '{op.name}': axis {list(axes)} is out of range for a "
+                             f"tensor of rank {len(dims)}")
         axes = {a % len(dims) for a in axes}
         for a in axes:
             if dims[a] not in (1, None):
@@ -215,6 +241,13 @@ def _squeeze_infer(op):
 def _tile_infer(op):
     x, multiples = op.inputs
     m = constant_value(multiples)
+    if multiples.shape.ndims not in (None, 1):
+        raise ValueError(f"tile '{op.name}': multiples must be 1-D, got shape "
+                         f"{multiples.shape}")
+    n = multiples.shape[0] if multiples.shape.ndims == 1 else None
+    if n is not None and x.shape.ndims is not None and n != x.shape.ndims:
+        raise ValueError(f"tile '{op.name}': multiples has {n} entries for a tensor of rank "
+                         f"{x.shape.ndims}")
     if x.shape.ndims is None or m is None:
         return [(x.dtype, TensorShape(None if x.shape.ndims is None else [None] * x.shape.ndims))]
     return [(x.dtype, TensorShape([None if d is None else d * int(k)
@@ -372,15 +405,19 @@ def stack(values, axis=0, name="stack") -> Tensor:
 
 
 def expand_dims(input, axis, name=None) -> Tensor:  # noqa: A002
+    """``input`` with a new size-1 dimension at ``axis`` (in ``[-rank-1, rank]``)."""
     return _simple("ExpandDims", input, name, {"axis": int(axis)})
 
 
 def squeeze(input, axis=None, name=None) -> Tensor:  # noqa: A002
-    axes = None if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+    """``input`` without the size-1 dimensions ``axis`` (all of them when None)."""
+    axes = None if axis is None else (
+        (int(axis),) if np.ndim(axis) == 0 else tuple(int(a) for a in axis))
     return _simple("Squeeze", input, name, {"squeeze_dims": axes})
 
 
 def tile(input, multiples, name=None) -> Tensor:  # noqa: A002
+    """``input`` repeated ``multiples[i]`` times along dimension ``i``."""
     m = multiples if isinstance(multiples, Tensor) else convert_to_tensor(
         list(multiples), dtype=_dtypes.int32)
     return get_default_graph().create_op("Tile", [convert_to_tensor(input), m],
@@ -422,12 +459,45 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     indices = convert_to_tensor(indices)
     if not indices.dtype.is_integer:
         raise TypeError(f"one_hot: indices must be integers, got {indices.dtype.name}")
-    dtype = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.float32
-    attrs = {"depth": int(depth), "axis": -1 if axis is None else int(axis), "dtype": dtype,
-             "on_value": 1 if on_value is None else on_value,
-             "off_value": 0 if off_value is None else off_value}
+    dtype = _one_hot_dtype(dtype, on_value, off_value)
+    rank = indices.shape.ndims
+    axis = -1 if axis is None else int(axis)
+    if axis < -1 or rank is not None and axis > rank:
+        raise ValueError(f"one_hot: axis must be -1 or in [0, {rank}], got {axis}")
+    attrs = {"depth": int(depth), "axis": axis, "dtype": dtype,
+             "on_value": 1 if on_value is None else _scalar_attr(on_value, dtype, "on_value"),
+             "off_value": 0 if off_value is None else _scalar_attr(off_value, dtype,
+                                                                  "off_value")}
     return get_default_graph().create_op("OneHot", [indices], attrs,
                                          name=name or "one_hot").outputs[0]
+
+
+def _one_hot_dtype(dtype, on_value, off_value):
+    """TF's rule: ``dtype`` if given, else the dtype of on_value/off_value, else float32."""
+    given = [_value_dtype(v) for v in (on_value, off_value) if v is not None]
+    if dtype is not None:
+        return _dtypes.as_dtype(dtype)
+    if len(given) == 2 and given[0] is not given[1]:
+        raise TypeError(f"one_hot: on_value ({given[0].name}) and off_value "
+                        f"({given[1].name}) must have the same dtype")
+    return given[0] if given else _dtypes.float32
+
+
+def _value_dtype(value):
+    from ..framework.convert import infer_dtype
+    return value.dtype if isinstance(value, Tensor) else infer_dtype(value)
+
+
+def _scalar_attr(value, dtype, what):
+    """A Python/NumPy scalar (or constant scalar tensor) as a value of ``dtype``."""
+    from ..framework.convert import convert_value
+    if isinstance(value, Tensor):
+        value = constant_value(value)
+        if value is None:
+            raise TypeError(f"one_hot: {what} must be a constant here")
+    if np.ndim(value) != 0:
+        raise ValueError(f"one_hot: {what} must be a scalar, got shape {np.shape(value)}")
+    return convert_value(value, dtype)
 
 
 def where(condition, x=None, y=None, name=None) -> Tensor:

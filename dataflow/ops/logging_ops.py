@@ -38,8 +38,53 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
                                          name=name or "Print").outputs[0]
 
 
-def print_(*inputs, output_stream=sys.stderr, sep=" ", end="\n", summarize=3, name=None):
-    """An op printing its inputs (tensors and Python values) each time it runs (tf.print)."""
+class _StandardStream:
+    """Writes to ``sys.<name>`` as it is when the op runs, not when the graph was built.
+
+    ``tf.print`` resolves ``sys.stderr`` at call time and its kernel writes to the
+    process's standard stream; binding the stream object when ``print_`` is defined
+    would keep writing to whatever ``sys.stderr`` was at import (a stale capture
+    buffer under pytest, a closed file after a redirect).
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def write(self, text):
+        return getattr(sys, self.name).write(text)
+
+    def flush(self):
+        getattr(sys, self.name).flush()
+
+    def __repr__(self):
+        return f"<sys.{self.name}>"
+
+
+_STANDARD_STREAMS = {"stderr": _StandardStream("stderr"), "stdout": _StandardStream("stdout")}
+
+
+def _resolve_stream(stream):
+    """A stream object for ``output_stream``: sys.stderr/stdout (or their names) follow
+    later redirections; any other file-like object is used as given."""
+    if stream is None:
+        return _STANDARD_STREAMS["stderr"]
+    if isinstance(stream, str):
+        if stream not in _STANDARD_STREAMS:
+            raise ValueError(f"print: unsupported output_stream {stream!r}; use sys.stderr, "
+                             "sys.stdout, 'stderr', 'stdout' or a file-like object")
+        return _STANDARD_STREAMS[stream]
+    for name in _STANDARD_STREAMS:
+        if stream is getattr(sys, name) or stream is getattr(sys, f"__{name}__"):
+            return _STANDARD_STREAMS[name]
+    return stream
+
+
+def print_(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None):
+    """An op printing its inputs (tensors and Python values) each time it runs (tf.print).
+
+    ``output_stream`` defaults to standard error, looked up when the op runs.
+    """
+    output_stream = _resolve_stream(output_stream)
     tensors = [x for x in inputs if isinstance(x, Tensor)]
     template = [("t", tensors.index(x)) if isinstance(x, Tensor) else ("s", str(x))
                 for x in inputs]

@@ -103,7 +103,8 @@ def check_input_dtype(op_type, dtype, param="x"):
     if op_type in _FLOAT_ONLY:
         ok, allowed = dtype.is_floating, "float16, float32, float64"
     elif op_type in _NUMERIC_ONLY:
-        ok, allowed = dtype.is_numeric, "float16, float32, float64, int8, int16, int32, int64, uint8"
+        ok, allowed = dtype.is_numeric, "float16, float32, float64, int8, int16, int32, " \
+            "int64, uint8"
     elif op_type in _BOOL_ONLY:
         ok, allowed = dtype.is_bool, "bool"
     else:
@@ -172,7 +173,8 @@ pow = globals()["pow"]  # noqa: A001 - TF's name
 def divide(x, y, name=None):
     """``x / y`` with true division: integer inputs are cast to float first, as in TF."""
     x, y = binary_operands(x, y, "RealDiv")
-    check_input_dtype("Sub", x.dtype)  # any numeric dtype: integers are cast below
+    if not x.dtype.is_numeric:  # any numeric dtype: integers are cast to float below
+        raise TypeError(f"divide: expected a numeric tensor, got {x.dtype.name}")
     if x.dtype.is_integer:
         target = _dtypes.float64 if x.dtype in (_dtypes.int32, _dtypes.int64) \
             else _dtypes.float32

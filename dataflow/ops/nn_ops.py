@@ -10,8 +10,20 @@ from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
 from . import shape_fns
 
-for _t in ("Relu", "Softmax", "LogSoftmax", "Elu", "Softplus"):
+for _t in ("Relu", "Elu", "Softplus"):
     register_op(_t)(shape_fns.unchanged)
+
+
+def _softmax_infer(op):
+    logits = op.inputs[0]
+    if logits.shape.ndims == 0:
+        raise ValueError(f"{op.type} '{op.name}': logits must have at least one dimension, "
+                         "got a scalar")
+    return shape_fns.unchanged(op)
+
+
+for _t in ("Softmax", "LogSoftmax"):
+    register_op(_t)(_softmax_infer)
 
 
 @register_op("SoftmaxCrossEntropyWithLogits")
@@ -24,6 +36,9 @@ def _xent_infer(op):
         raise ValueError(f"softmax_cross_entropy_with_logits '{op.name}': logits and labels "
                          f"must have the same shape {logits.shape} vs {labels.shape}")
     shape = logits.shape.merge_with(labels.shape)
+    if shape.ndims == 0:
+        raise ValueError(f"softmax_cross_entropy_with_logits '{op.name}': logits and labels "
+                         "must have at least one dimension")
     if shape.ndims is None:
         return [(logits.dtype, TensorShape(None)), (logits.dtype, shape)]
     return [(logits.dtype, shape[:-1]), (logits.dtype, shape)]
@@ -31,7 +46,10 @@ def _xent_infer(op):
 
 def _float_unary(op_type, x, name):
     x = convert_to_tensor(x)
-    if not x.dtype.is_floating and op_type != "Relu":
+    if op_type == "Relu":  # relu is defined on integers too, but not on bool
+        if not x.dtype.is_numeric:
+            raise TypeError(f"Relu requires a numeric tensor, got {x.dtype.name}")
+    elif not x.dtype.is_floating:
         raise TypeError(f"{op_type} requires a floating-point tensor, got {x.dtype.name}")
     return get_default_graph().create_op(op_type, [x], name=name or op_type).outputs[0]
 

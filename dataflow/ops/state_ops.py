@@ -79,10 +79,13 @@ class Variable:
             with g.name_scope("Read"):
                 self._graph_element = self._read(name="ReadVariableOp")
         self._trainable = trainable
-        for c in collections or [GLOBAL_VARIABLES]:
+        # As TF: None means the global collection, [] means none (a variable that
+        # global_variables_initializer() does not cover); trainable ones are always listed.
+        collections = [GLOBAL_VARIABLES] if collections is None else list(collections)
+        if trainable and TRAINABLE_VARIABLES not in collections:
+            collections.append(TRAINABLE_VARIABLES)
+        for c in collections:
             g.add_to_collection(c, self)
-        if trainable and TRAINABLE_VARIABLES not in (collections or []):
-            g.add_to_collection(TRAINABLE_VARIABLES, self)
 
     # -- properties ------------------------------------------------------------------------
     name = property(lambda self: self._name + ":0")
@@ -169,10 +172,15 @@ def _forward(name):
     return method
 
 
+# Every Tensor operator (graph.py's list), so a Variable works wherever a tensor does.
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-              "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__neg__", "__matmul__",
-              "__rmatmul__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__abs__"):
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__pow__", "__rpow__", "__neg__", "__abs__", "__matmul__",
+              "__rmatmul__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__",
+              "__or__", "__ror__", "__invert__", "__getitem__"):
     setattr(Variable, _name, _forward(_name))
+# NumPy scalars and arrays on the left defer to the Variable's reflected operators.
+Variable.__array_priority__ = 100
 
 
 def global_variables(scope=None):

@@ -122,6 +122,7 @@ class Executor:
         self.deadline = None
         self.peak_iterations = 0    # most iterations of one frame alive at once (stats)
         self.offloaded = 0          # kernels run on worker threads (stats)
+        self.last_launched = None
         self.root_iteration = None
 
     # -- driver ------------------------------------------------------------------------------
@@ -360,7 +361,9 @@ class Executor:
         make a step run unboundedly long, and they do it by starting iterations.
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self._deadline_error(None)
+            raise self._deadline_error(frame.plan.ops[0] if frame.plan.ops else None,
+                                       f" while starting iteration {frame.iteration_count + 1}"
+                                       f" of loop frame '{frame.plan.name}'")
         fp = frame.plan
         frame.iteration_count += 1
         template = self.templates.get(fp) if self.templates else None
@@ -416,6 +419,7 @@ class Executor:
         done = self.done_queue
         self.inflight += 1
         self.offloaded += 1
+        self.last_launched = gid
 
         def work():
             if self.cancelled:
@@ -432,7 +436,8 @@ class Executor:
         try:
             gid, it, out, exc = self.done_queue.get(timeout=timeout)
         except queue.Empty:
-            raise self._deadline_error(None) from None
+            raise self._deadline_error(self.plan.ops[self.last_launched],
+                                       " while this kernel ran on a worker thread") from None
         self.inflight -= 1
         if exc is not None:
             raise self._kernel_error(gid, exc) from exc
@@ -453,10 +458,11 @@ class Executor:
             else errors.UnknownError
         return cls(None, op, f"{type(exc).__name__}: {exc}")
 
-    def _deadline_error(self, gid):
-        op = self.plan.ops[gid] if gid is not None else None
-        return errors.DeadlineExceededError(None, op, "Timed out waiting for the step to "
-                                            "finish (RunOptions.timeout_in_ms)")
+    @staticmethod
+    def _deadline_error(op, where=""):
+        return errors.DeadlineExceededError(
+            None, op, f"Timed out waiting for the step to finish (RunOptions.timeout_in_ms)"
+            f"{where}")
 
 
 def _any_heavy(ready, heavy) -> bool:

@@ -138,13 +138,14 @@ def _expand_dims(ctx):
 
 @register_kernel("Squeeze")
 def _squeeze(ctx):
-    axes = ctx.attr("squeeze_dims")
+    # An empty axis list means "every size-1 axis" (TF), not "no axis" (NumPy).
+    axes = ctx.attr("squeeze_dims") or None
     return lambda x: scalarize(np.squeeze(x, axis=axes))
 
 
 @register_kernel("Tile")
 def _tile(ctx):
-    return lambda x, multiples: np.tile(x, [int(m) for m in np.atleast_1d(multiples)])
+    return lambda x, multiples: scalarize(np.tile(x, [int(m) for m in np.atleast_1d(multiples)]))
 
 
 def _static_key(spec):

@@ -27,6 +27,7 @@ UNARY = {
     "Exp": np.exp, "Log": np.log, "Log1p": np.log1p, "Tanh": np.tanh, "Sigmoid": _sigmoid,
     "Abs": operator.abs, "Sign": np.sign, "Reciprocal": _reciprocal, "Floor": np.floor,
     "Ceil": np.ceil, "Round": np.rint, "Sin": np.sin, "Cos": np.cos,
+    # np.logical_not has a fast path for np.bool_ scalars (~160 ns, ``~x`` ~500 ns).
     "LogicalNot": np.logical_not,
 }
 
@@ -40,10 +41,24 @@ def _squared_difference(x, y):
     return d * d
 
 
+def _maximum(x, y):
+    # Scalars compare with Python operators (np.maximum costs ~1 µs on NumPy scalars);
+    # ``x != x`` keeps np.maximum's NaN propagation.
+    if type(x) is np.ndarray or type(y) is np.ndarray:
+        return np.maximum(x, y)
+    return x if x >= y or x != x else y
+
+
+def _minimum(x, y):
+    if type(x) is np.ndarray or type(y) is np.ndarray:
+        return np.minimum(x, y)
+    return x if x <= y or x != x else y
+
+
 BINARY = {
     "AddV2": operator.add, "Sub": operator.sub, "Mul": operator.mul,
     "RealDiv": operator.truediv, "FloorDiv": _floordiv, "FloorMod": operator.mod,
-    "Maximum": np.maximum, "Minimum": np.minimum, "Pow": operator.pow,
+    "Maximum": _maximum, "Minimum": _minimum, "Pow": operator.pow,
     "SquaredDifference": _squared_difference,
     "Less": operator.lt, "LessEqual": operator.le, "Greater": operator.gt,
     "GreaterEqual": operator.ge, "Equal": operator.eq, "NotEqual": operator.ne,
@@ -64,10 +79,35 @@ def _add_n(ctx):
     return add_n
 
 
+_INT_TYPES = ["int8", "int16", "int32", "int64", "uint8"]
+
+
+def _check_divisor(y):
+    # NumPy returns 0 (with a warning) for integer division by zero; TF's CPU kernels fail.
+    if (not y) if type(y) is not np.ndarray else not y.all():
+        raise ZeroDivisionError("Integer division by zero")
+
+
+def _int_floordiv(x, y):
+    _check_divisor(y)
+    return x // y
+
+
+def _int_floormod(x, y):
+    _check_divisor(y)
+    return x % y
+
+
+register_kernel("FloorDiv", dtypes=_INT_TYPES, priority=1)(const(_int_floordiv))
+register_kernel("FloorMod", dtypes=_INT_TYPES, priority=1)(const(_int_floormod))
+# Rounding an integer is the identity (np.rint would return floats).
+register_kernel("Round", dtypes=_INT_TYPES, priority=1)(const(lambda x: x))
+
+
 @register_kernel("Pow", dtypes=["int8", "int16", "int32", "int64"], priority=1)
 def _int_pow(ctx):
     def int_pow(x, y):
-        if np.any(np.asarray(y) < 0):
+        if (y < 0) if type(y) is not np.ndarray else (y < 0).any():
             raise ValueError("Integers to negative integer powers are not allowed.")
         return x ** y
     return int_pow
@@ -97,9 +137,17 @@ def _mean(ctx):
         def int_mean(x):
             x = np.asarray(x)
             n = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
-            return scalarize((np.sum(x, axis=axis, keepdims=kd, dtype=dt) // max(n, 1)).astype(dt))
+            total = np.sum(x, axis=axis, keepdims=kd, dtype=dt)
+            return scalarize(_truncating_div(total, max(n, 1)).astype(dt, copy=False))
         return int_mean
     return lambda x: scalarize(np.mean(x, axis=axis, keepdims=kd, dtype=dt))
+
+
+def _truncating_div(total, n):
+    """Integer division rounding toward zero (C's ``/``, which TF's integer mean uses)."""
+    q = total // n
+    # Floor division rounds negative non-multiples down; step those back up by one.
+    return q + ((q < 0) & (q * n != total))
 
 
 def _extreme(np_fn, identity_attr):
@@ -143,4 +191,12 @@ def _matmul(ctx):
 @register_kernel("Cast")
 def _cast(ctx):
     dt = np_dtype(ctx.attr("DstT"))
-    return lambda x: scalarize(np.asarray(x).astype(dt))
+    to_scalar = dt.type
+
+    def cast(x):
+        if type(x) is np.ndarray:
+            return x.astype(dt)  # C casting: floats to ints truncate toward zero
+        # On NumPy scalars the scalar type's constructor is the same C cast, returns a
+        # NumPy scalar, and is 2-6x faster than astype or a detour through a 0-d array.
+        return to_scalar(x)
+    return cast

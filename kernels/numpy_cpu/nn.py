@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import register_kernel
-from ._util import const
+from ._util import const, scalarize
 
 
 def _relu(x):
@@ -13,7 +13,7 @@ def _relu(x):
 
 def _elu(x):
     with np.errstate(over="ignore"):
-        return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+        return scalarize(np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
 
 
 def _softplus(x):
