@@ -162,6 +162,43 @@ def test_nested_cond_all_four_paths():
                 assert sess.run(r, {a: va, b: vb}) == want
 
 
+def cond_in_cond_in_while_returning_a_loop_exit():
+    """A loop whose body has a cond in a cond; the innermost branch returns the Exit of
+    a loop built in it. Per outer iteration i adds: -1 if i == 0, 100 * i if i == 1,
+    else i (the inner loop counts to i)."""
+    def body(i, acc):
+        def inner_loop():
+            return df.while_loop(lambda j: j < i, lambda j: j + 1, [0])
+
+        def middle():
+            return df.cond(i > 1, inner_loop, lambda: i * 100)
+
+        return i + 1, acc + df.cond(i > 0, middle, lambda: df.constant(-1))
+
+    return df.while_loop(lambda i, a: i < 5, body, [0, 0])[1]
+
+
+def expected_cond_in_cond_in_while():
+    """The plain-Python value of :func:`cond_in_cond_in_while_returning_a_loop_exit`."""
+    return sum(-1 if i == 0 else 100 * i if i == 1 else i for i in range(5))
+
+
+def test_branch_returning_the_exit_of_a_loop_built_in_it():
+    # Regression: the Merge of the inner cond (built in the outer branch) must take the
+    # Exit as a value of that branch, not capture it again through the enclosing loop.
+    r = cond_in_cond_in_while_returning_a_loop_exit()
+    with df.Session() as sess:
+        assert sess.run(r) == expected_cond_in_cond_in_while()
+
+
+def test_branch_returning_loop_exit_inside_a_loop_inside_a_cond():
+    p = df.placeholder(df.bool, [])
+    r = df.cond(p, cond_in_cond_in_while_returning_a_loop_exit, lambda: df.constant(7))
+    with df.Session() as sess:
+        assert sess.run(r, {p: True}) == expected_cond_in_cond_in_while()
+        assert sess.run(r, {p: False}) == 7
+
+
 def test_structured_outputs_dict_and_namedtuple():
     p = df.placeholder(df.bool, [])
     x = df.constant(3.0)

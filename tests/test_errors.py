@@ -119,12 +119,17 @@ def test_invalid_argument_for_missing_feed_and_device():
     assert_names_node(err, y.op)
 
 
-def test_default_config_has_one_cpu_so_cpu3_is_undeclared():
-    # TF1: Session() with the default ConfigProto has only /cpu:0, and an op pinned to
-    # /cpu:3 fails with InvalidArgumentError ("Cannot assign a device for operation").
+def test_cpu_devices_named_by_the_graph_are_created_unless_device_count_limits_them():
+    # Unlike TF1's default of one CPU, a Session simulates every /cpu:N the graph names
+    # (the runtime's design: simulated devices, one executor each once partitioning
+    # lands). An explicit device_count is a limit, as in TF: /cpu:3 with two CPUs is an
+    # InvalidArgumentError ("Cannot assign a device for operation") naming the op.
     with df.device("/cpu:3"):
         y = df.constant(1.0) * 2.0
-    err = raised_by(y)
+    with df.Session() as sess:
+        assert sess.run(y) == 2.0
+        assert "/device:CPU:3" in sess.list_devices()
+    err = raised_by(y, config=df.ConfigProto(device_count={"CPU": 2}))
     assert type(err) is df.errors.InvalidArgumentError
     assert_names_node(err, y.op)
 

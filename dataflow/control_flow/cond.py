@@ -27,7 +27,23 @@ def _build_branch(ctx: CondContext, fn, which: str):
         flat = [_branch_output(ctx, v) for v in nest.flatten(original)]
     finally:
         ctx.Exit()
+    _exit_result(ctx, flat)
     return original, flat
+
+
+def _exit_result(ctx: CondContext, flat):
+    """Make the branch results known to the context the Merges are built in (TF's
+    ``ExitResult``).
+
+    Most results are already marked there, but not all: the Exit of a while loop
+    built in the branch is only known to the branch, and a pass-through Switch only
+    to its branch. Without this, the Merge would capture such a result again from
+    the outer context -- through an extra Switch, or, when a loop lies in between,
+    through an Enter of a tensor that lives inside that loop.
+    """
+    if ctx.outer_context is not None:
+        for t in flat:
+            ctx.outer_context.AddName(t)
 
 
 def _branch_output(ctx: CondContext, v):

@@ -449,6 +449,11 @@ class Graph:
         return list(self._ops)
 
     def get_operation_by_name(self, name: str) -> Operation:
+        """The op called ``name``: KeyError if absent, ValueError for a tensor name."""
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings, got {name!r}")
+        if ":" in name:
+            raise ValueError(f"Name '{name}' appears to refer to a Tensor, not an Operation.")
         try:
             return self._ops_by_name[name]
         except KeyError:
@@ -456,8 +461,12 @@ class Graph:
                 from None
 
     def get_tensor_by_name(self, name: str) -> Tensor:
+        """The tensor called ``name`` (``"op:index"``): KeyError if absent, ValueError if
+        ``name`` is not a tensor name."""
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings, got {name!r}")
         op_name, sep, idx = name.rpartition(":")
-        if not sep or not idx.isdigit():
+        if not sep or not idx.isdigit() or ":" in op_name:
             raise ValueError(f"The name '{name}' looks like an (invalid) Operation name, "
                              "not a Tensor name. Tensor names must be of the form "
                              "'<op_name>:<output_index>'.")

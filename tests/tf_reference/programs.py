@@ -611,5 +611,23 @@ def prog_while_in_cond_with_branch_local_values(tf):
     return r, [{p: True, m: 4}, {p: True, m: 0}, {p: True, m: 50}, {p: False, m: 4}]
 
 
+def prog_branch_returns_loop_exit(tf):
+    """Inside a loop in a cond: a cond in a cond whose branch returns a loop's Exit."""
+    p = tf.placeholder(tf.bool, [])
+
+    def loop():
+        def body(i, acc):
+            def inner_loop():
+                return tf.while_loop(lambda j: j < i, lambda j: j + 1, [0])
+
+            def middle():
+                return tf.cond(i > 1, inner_loop, lambda: i * 100)
+
+            return i + 1, acc + tf.cond(i > 0, middle, lambda: tf.constant(-1))
+        return tf.while_loop(lambda i, a: i < 5, body, [0, 0])[1]
+
+    return tf.cond(p, loop, lambda: tf.constant(7)), [{p: True}, {p: False}]
+
+
 PROGRAMS = {name: fn for name, fn in list(globals().items())
             if name.startswith("prog_") and callable(fn)}
