@@ -74,10 +74,11 @@ class FrameState:
     """A live instance of a while-loop frame (one per parent iteration that entered it)."""
 
     __slots__ = ("plan", "parent_iter", "iterations", "iteration_count", "num_outstanding",
-                 "pending_enters", "invariants", "next_iter_roots", "dead_exits")
+                 "pending_enters", "invariants", "next_iter_roots", "dead_exits", "template")
 
-    def __init__(self, plan, parent_iter):
+    def __init__(self, plan, parent_iter, template):
         self.plan = plan
+        self.template = template    # input buffer a new iteration copies (feeds filled in)
         self.parent_iter = parent_iter
         self.iterations = {}
         self.iteration_count = -1
@@ -130,7 +131,7 @@ class Executor:
         """Execute until quiescent; returns the fetched values in fetch order."""
         plan = self.plan
         self.deadline = deadline
-        root = FrameState(plan.root, None)
+        root = FrameState(plan.root, None, self._template(plan.root))
         root_it = self.root_iteration = self._new_iteration(root)
         ready = self.ready
         for gid in plan.root_ready:
@@ -330,7 +331,8 @@ class Executor:
             children = it.children = {}
         frame = children.get(child_plan.name)
         if frame is None:
-            frame = children[child_plan.name] = FrameState(child_plan, it)
+            frame = children[child_plan.name] = FrameState(child_plan, it,
+                                                           self._template(child_plan))
             it.outstanding_frames += 1
             self._new_iteration(frame)
         if is_constant:
@@ -342,6 +344,12 @@ class Executor:
         frame.pending_enters -= 1
         if not frame.pending_enters:
             self._cleanup(frame.iterations[0])
+
+    def _template(self, frame_plan):
+        templates = self.templates
+        if templates:
+            return templates.get(frame_plan, frame_plan.inputs)
+        return frame_plan.inputs
 
     def _next_iteration_target(self, edges, value, it):
         """The iteration a live NextIteration output goes to; None when deferred because
@@ -365,18 +373,19 @@ class Executor:
                                        f" while starting iteration {frame.iteration_count + 1}"
                                        f" of loop frame '{frame.plan.name}'")
         fp = frame.plan
-        frame.iteration_count += 1
-        template = self.templates.get(fp) if self.templates else None
-        it = IterationState(frame, frame.iteration_count,
-                            (template or fp.inputs)[:], fp.pending[:])
-        frame.iterations[it.num] = it
-        frame.num_outstanding += 1
-        if frame.num_outstanding > self.peak_iterations:
-            self.peak_iterations = frame.num_outstanding
-        frame.dead_exits.clear()
-        roots, frame.next_iter_roots = frame.next_iter_roots, []
-        for edges, value in roots:
-            self._deliver(edges, value, 1, False, it)
+        num = frame.iteration_count = frame.iteration_count + 1
+        template = frame.template
+        it = IterationState(frame, num, template[:], fp.pending[:])
+        frame.iterations[num] = it
+        n = frame.num_outstanding = frame.num_outstanding + 1
+        if n > self.peak_iterations:
+            self.peak_iterations = n
+        if frame.dead_exits:
+            frame.dead_exits.clear()
+        if frame.next_iter_roots:
+            roots, frame.next_iter_roots = frame.next_iter_roots, []
+            for edges, value in roots:
+                self._deliver(edges, value, 1, False, it)
         for edges, value, dead in frame.invariants:
             self._deliver(edges, value, 1, dead, it)
         return it
