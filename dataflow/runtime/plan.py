@@ -281,7 +281,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
             child.num_enters += 1
             enter_info[gid_of[op]] = (child, op.get_attr("is_constant"))
 
-    _drop_implied_control_edges(edges, kept, frame_of)
+    _drop_implied_control_edges(edges, kept, frame_of, producer)
 
     fetch_from_feed = {}
     for j, t in enumerate(fetch_tensors):
@@ -291,6 +291,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
             raise errors.InternalError(None, t.op, "fetched constant was folded")
         else:
             edges[t.op].append((t._value_index, -1, -1, j, TO_FETCH))
+    idle = _idle_switches(edges, gid_of)
 
     nodes, heavy = [], []
     for op in kept:
@@ -305,7 +306,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
 
     root = frames[""]
     root_ready = [gid_of[op] for op in root.ops if root.pending[layout[op][0]] == 0
-                  and _role(op) != MERGE]
+                  and _role(op) != MERGE and op not in idle]
     for op in root.ops:
         if _role(op) == MERGE and not any(t not in fed for t in op._inputs):
             raise errors.InvalidArgumentError(None, op, "Merge has no live inputs")
@@ -315,29 +316,58 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
                 feed_slots=feed_slots, heavy=heavy, num_feeds=len(feed_tensors))
 
 
-def _drop_implied_control_edges(edges, kept_ops, frame_of):
-    """Remove control edges that a data edge between the same two nodes already implies.
+def _drop_implied_control_edges(edges, kept_ops, frame_of, producer):
+    """Remove control edges whose deadness a data edge into the same node already implies.
 
-    The while-loop builder gives loop constants a control edge from the pivot, and
-    folding moves it onto the consumer, which usually reads the pivot's value too.
-    A control edge adds nothing when a data edge from the same source output (or,
-    for sources whose outputs die with the node, any output) reaches the same node.
+    The builders give input-less ops (constants) a control edge from a pivot, and
+    folding moves it onto the consumer, which usually reads a value that dies with
+    the pivot anyway. A control edge adds nothing when the destination also reads
+
+    * the same source output (or any output of a source whose outputs all die with
+      the node), or
+    * for a pivot ``Switch(p, p)`` (the cond builder's), output ``k`` of any Switch on
+      the same predicate ``p``: that output is dead whenever ``p`` is dead or not ``k``,
+      which is exactly when the pivot's output ``k`` is.
     """
+    switched = {}  # dst gid -> {(predicate tensor, output index)} of its Switch data inputs
+    for src, out in edges.items():
+        if _role(src) == SWITCH:
+            pred = producer(src._inputs[1])
+            for k, dg, _, ds, mode in out:
+                if ds >= 0 and mode == TO_NODE:
+                    switched.setdefault(dg, set()).add((pred, k))
     for src, out in edges.items():
         if not any(ds == -1 and mode == TO_NODE for _, _, _, ds, mode in out):
             continue
         same_death = _role(src) != SWITCH
+        pivot_pred = None
+        if _role(src) == SWITCH and producer(src._inputs[0]) is producer(src._inputs[1]):
+            pivot_pred = producer(src._inputs[1])
         data = {(k, dg) for k, dg, _, ds, mode in out if ds >= 0 and mode == TO_NODE}
         data_dsts = {dg for _, dg in data}
         kept = []
         for e in out:
             k, dg, dl, ds, mode = e
-            if ds == -1 and mode == TO_NODE and ((k, dg) in data or
-                                                 (k < 0 and same_death and dg in data_dsts)):
+            if ds == -1 and mode == TO_NODE and (
+                    (k, dg) in data or (k < 0 and same_death and dg in data_dsts)
+                    or (pivot_pred is not None and k >= 0
+                        and (pivot_pred, k) in switched.get(dg, ()))):
                 frame_of[kept_ops[dg]].pending[dl] -= 1
                 continue
             kept.append(e)
         edges[src] = kept
+
+
+def _idle_switches(edges, gid_of) -> set:
+    """Switches left without out-edges (a cond pivot whose every use was implied): nothing
+    schedules them any more, so they are dropped from the sources and their inputs."""
+    idle = {op for op, out in edges.items() if _role(op) == SWITCH and not out}
+    if idle:
+        gids = {gid_of[op] for op in idle}
+        for src, out in edges.items():
+            if any(e[1] in gids for e in out):
+                edges[src] = [e for e in out if e[1] not in gids]
+    return idle
 
 
 def _may_be_big(op) -> bool:
