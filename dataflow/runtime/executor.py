@@ -27,8 +27,8 @@ import queue
 import time
 
 from .. import errors
-from .plan import (CONTROL_TO_MERGE, CONTROL_TRIGGER, ENTER, EXIT, MERGE, NEXT_ITERATION,
-                   NORMAL, SWITCH, TO_FETCH, TO_MERGE_FROM_ENTER, TO_NODE, Plan)
+from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, SWITCH,
+                   TO_EXIT, TO_FETCH, TO_MERGE_FROM_ENTER, TO_NODE, Plan)
 
 import numpy as np
 
@@ -212,7 +212,7 @@ class Executor:
                 elif role == ENTER:
                     self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
                     target = None
-                else:  # CONTROL_TRIGGER: never dead
+                else:  # ControlTrigger: never dead
                     node_dead = 0
                 if target is None:
                     pass
@@ -231,6 +231,10 @@ class Executor:
                                 target.outstanding += 1
                         elif mode == TO_FETCH:
                             results[ds] = out
+                        elif mode == TO_EXIT:
+                            tinputs[ds] = out
+                            push((dg, target))
+                            target.outstanding += 1
                         else:
                             deliver_to_merge(dg, dl, ds, mode, None if k < 0 else out, target)
                 else:
@@ -257,6 +261,13 @@ class Executor:
                                 target.outstanding += 1
                         elif mode == TO_FETCH:
                             results[ds] = v
+                        elif mode == TO_EXIT:
+                            if v is DEAD:
+                                _dead_exit(dg, target)
+                            else:
+                                tinputs[ds] = v
+                                push((dg, target))
+                                target.outstanding += 1
                         else:
                             deliver_to_merge(dg, dl, ds, mode, v, target)
                 it.outstanding -= 1
@@ -294,6 +305,13 @@ class Executor:
                     it.outstanding += 1
             elif mode == TO_FETCH:
                 self.results[ds] = v
+            elif mode == TO_EXIT:
+                if v is DEAD:
+                    _dead_exit(dg, it)
+                else:
+                    it.inputs[ds] = v
+                    ready.append((dg, it))
+                    it.outstanding += 1
             else:
                 self._deliver_to_merge(dg, dl, ds, mode, v, it)
 
@@ -472,6 +490,15 @@ class Executor:
         return errors.DeadlineExceededError(
             None, op, f"Timed out waiting for the step to finish (RunOptions.timeout_in_ms)"
             f"{where}")
+
+
+def _dead_exit(gid, it):
+    """A dead token reaching an Exit whose only input it is: what running the Exit would
+    do, without scheduling it (every iteration but the last sends one). Only the newest
+    iteration's dead Exits are kept; they reach the parent when the frame completes."""
+    frame = it.frame
+    if it.num == frame.iteration_count:
+        frame.dead_exits.append(gid)
 
 
 def _any_heavy(ready, heavy) -> bool:
