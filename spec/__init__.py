@@ -8,7 +8,16 @@ them, one randomly chosen enabled node at a time, and returns what
 >>> spec.run(graph, [y], feed_dict={x: 1.0}, seed=3)   # doctest: +SKIP
 [(2.0, False)]
 """
-from .interpreter import (CONTROL, ROOT, FetchNotComputed, Interpreter, SpecError,  # noqa: F401
-                          Token, run)
+from .interpreter import (
+    CONTROL,
+    ROOT,
+    FetchNotComputed,
+    Interpreter,
+    MergeRace,
+    SpecError,
+    Token,
+    run,
+)
 
-__all__ = ["run", "Interpreter", "SpecError", "FetchNotComputed", "Token", "ROOT", "CONTROL"]
+__all__ = ["CONTROL", "ROOT", "FetchNotComputed", "Interpreter", "MergeRace", "SpecError",
+           "Token", "run"]

@@ -12,13 +12,13 @@ do nothing more (forwarding the dead Exits of their last iteration) and goes
 on. It is written for clarity, not speed: it is the oracle the executor is
 tested against, so every rule appears once, in one obvious place.
 
->>> import dataflow as df, spec
+>>> import dataflow as df
 >>> g = df.Graph()
 >>> with g.as_default():
-...     x = df.constant(2.0)
+...     x = df.constant(2.0, df.float64)
 ...     y = df.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, [x])
->>> spec.run(g, [y])
-[(16.0, False)]
+>>> run(g, [y])
+[(np.float64(16.0), False)]
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from dataflow.framework import op_registry as R
 from dataflow.framework.convert import convert_value
 from kernels.registry import KernelContext, find_kernel
 
-__all__ = ["run", "Interpreter", "SpecError", "FetchNotComputed", "ROOT", "CONTROL"]
+__all__ = ["CONTROL", "ROOT", "FetchNotComputed", "Interpreter", "MergeRace", "SpecError",
+           "Token", "run"]
 
 ROOT: tuple = ()   # the tag of the root frame
 CONTROL = -1       # the port of a node's control output
@@ -43,6 +44,10 @@ class SpecError(Exception):
 
 class FetchNotComputed(SpecError):
     """The run quiesced without producing a token for a fetched tensor."""
+
+
+class MergeRace(SpecError):
+    """A Merge got two live inputs at one tag: which one it forwarded depends on timing."""
 
 
 class Token(NamedTuple):
@@ -60,8 +65,13 @@ def run(graph, fetches, feed_dict=None, seed=0, resources=None):
     the firing order; results must not depend on it. ``resources`` is the
     kernels' state (variables), a fresh dict by default.
 
-    >>> run(g, [y], feed_dict={x: 3.0}, seed=2)   # doctest: +SKIP
-    [(6.0, False)]
+    >>> import dataflow as df
+    >>> g = df.Graph()
+    >>> with g.as_default():
+    ...     p = df.placeholder(df.bool, shape=[])
+    ...     out_false, out_true = df.ops.switch(df.constant(3, df.int32), p)
+    >>> run(g, [out_false, out_true], feed_dict={p: True}, seed=2)
+    [(None, True), (np.int32(3), False)]
     """
     return Interpreter(graph, fetches, feed_dict, resources).run(seed)
 
@@ -82,7 +92,15 @@ def _instance_of(tag):
 class Interpreter:
     """One run of a pruned graph. Use :func:`run` unless you need to inspect the state.
 
-    >>> it = Interpreter(g, [y]); it.run(seed=0); len(it.tokens)   # doctest: +SKIP
+    >>> import dataflow as df
+    >>> g = df.Graph()
+    >>> with g.as_default():
+    ...     i = df.while_loop(lambda i: i < 2, lambda i: i + 1, [df.constant(0)])
+    >>> it = Interpreter(g, [i])
+    >>> it.run(seed=0)
+    [(np.int32(2), False)]
+    >>> it.highest   # frame instance -> last iteration started
+    {((), 'while/while_context'): 2}
     """
 
     def __init__(self, graph, fetches, feed_dict=None, resources=None):
@@ -107,7 +125,7 @@ class Interpreter:
         self.highest = {}       # frame instance -> highest iteration started
         self.dead_exits = {}    # tag -> Exit ops that fired dead at that tag
         self.finished = set()   # frame instances whose completion was handled
-        self.candidates = set() # a superset of the enabled, unfired (op, tag) pairs
+        self.candidates = set()  # a superset of the enabled, unfired (op, tag) pairs
         self.seq = 0
 
     # -- static structure ----------------------------------------------------------------------
@@ -343,7 +361,19 @@ class Interpreter:
             if not done:
                 break
             self._finish(rng.choice(done))
+        self._check_merges()
         return [self._result(t) for t in self.fetches]
+
+    def _check_merges(self):
+        """Raise :class:`MergeRace` if some Merge saw two live inputs at one tag: such a
+        graph has no single right answer, so it cannot be compared with anything."""
+        for op, tag in self.fired:
+            if _role(op) == R.MERGE:
+                live = {t for t in op._inputs
+                        if (tok := self._read(t, tag)) is not None and not tok.is_dead}
+                if len(live) > 1:
+                    raise MergeRace(f"{op.name} at tag {tag} got live inputs from "
+                                    f"{sorted(t.name for t in live)}")
 
     def _result(self, t):
         """``(value, is_dead)`` of a fetch, shaped as ``Session.run_tokens`` returns it."""

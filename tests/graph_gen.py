@@ -29,7 +29,6 @@ one live input.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +41,6 @@ FLOAT, INT, BOOL = "float64", "int32", "bool"
 NUMERIC_KINDS = [(FLOAT, ()), (FLOAT, (2,)), (INT, ()), (INT, (2,))]
 MAX_LOOP_DEPTH = 3
 MAX_TRIPS = 3
-AVOID = set(filter(None, os.environ.get("GRAPH_GEN_AVOID", "").split(",")))
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,8 @@ class Program:
         g = df.Graph()
         namespace = {"df": df, "cf": cf, "np": np, "g": g}
         with g.as_default():
-            exec(compile(self.source, "<generated program>", "exec"), namespace)
+            # Running generated source is the point: it is also the printed reproduction.
+            exec(compile(self.source, "<generated program>", "exec"), namespace)  # noqa: S102
         return g, namespace["FETCHES"], namespace["FEEDS"]
 
 
@@ -86,22 +85,15 @@ class Var:
 class Scope:
     """The names a block can see. ``in_loop``: inside some while body or predicate."""
 
-    parent: "Scope | None" = None
+    parent: Scope | None = None
     in_loop: bool = False
     loop_depth: int = 0
     cond_depth: int = 0
     vars: list = field(default_factory=list)
-    is_loop: bool = False
 
     def child(self, loop=False):
         return Scope(self, self.in_loop or loop, self.loop_depth + loop,
-                     self.cond_depth + (not loop), is_loop=loop)
-
-    def innermost_loop(self):
-        scope = self
-        while scope is not None and not scope.is_loop:
-            scope = scope.parent
-        return scope
+                     self.cond_depth + (not loop))
 
     def visible(self) -> list:
         """Own names plus captures, most recent first; a loop never captures a value that
@@ -266,25 +258,11 @@ class _Writer:
         self.emit(indent, f"{out} = cf.switch({x}, {p})")
         self.add(scope, n, dtype, shape, True)
 
-    def control_sources(self, scope):
-        """Names that may be a control input of a new op in ``scope``."""
-        names = scope.visible()
-        if "placeholder_control" in AVOID:
-            names = [v for v in names if not v.name.startswith("ph")]
-        loop = scope.innermost_loop()
-        if "nested_external_control" in AVOID and loop is not None and not loop.parent.is_root:
-            inside, s = [], scope   # only names defined inside the innermost loop
-            while s is not loop.parent:
-                inside.extend(s.vars)
-                s = s.parent
-            names = [v for v in names if v in inside]
-        return names
-
     def stmt_control_dep(self, scope, indent):
         """``y = identity(x)`` after another op: y is dead if either is."""
         dtype, shape = self.choose(NUMERIC_KINDS)
         x, dx = self.operand(scope, dtype, shape)
-        others = self.control_sources(scope)
+        others = scope.visible()
         if not others:
             return self.stmt_arith(scope, indent)
         dep = self.choose(others)
@@ -295,7 +273,7 @@ class _Writer:
 
     def stmt_trigger(self, scope, indent):
         """A ControlTrigger after a possibly dead op: never dead itself."""
-        others = self.control_sources(scope)
+        others = scope.visible()
         if not others:
             return self.stmt_arith(scope, indent)
         dep = self.choose(others)
@@ -304,8 +282,12 @@ class _Writer:
         t, name = self.fresh("trig"), self.fresh("c")
         self.emit(indent, f"with df.control_dependencies([{dep.name}.op]):")
         self.emit(indent + 1, f"{t} = df.control_trigger()")
+        # The input is built outside the trigger's block: a constant whose only control
+        # input is the (never dead) trigger would be live on an untaken cond branch too,
+        # and the cond's Merge would then race between two live inputs.
+        self.emit(indent, f"{name}_in = {x}")
         self.emit(indent, f"with df.control_dependencies([{t}]):")
-        self.emit(indent + 1, f"{name} = df.identity({x})")
+        self.emit(indent + 1, f"{name} = df.identity({name}_in)")
         self.add(scope, name, dtype, shape, dx)
 
     def stmt_cond(self, scope, indent):
@@ -343,7 +325,7 @@ class _Writer:
         return f"df.add({src}, {other})", dead or v.maybe_dead
 
     def loop_limit(self, scope) -> str:
-        """A bound on the trip count: a constant 0..3 or min(live int, 3)."""
+        """A bound on the trip count: a constant 0..3, or min(|live int| + 1, constant)."""
         trips = self.choose([2, 3, 2, 1, 0])   # 0 trips is common anyway (data-dependent bounds)
         ints = [v for v in scope.visible() if v.kind == (INT, ()) and not v.maybe_dead]
         if ints and self.chance(0.4):
@@ -424,7 +406,7 @@ class _Writer:
         self.add(scope, f"ri{n}", INT, (), dead)
         self.add(scope, f"ra{n}", dtype, shape, dead)
 
-    # -- whole programs ---
+    # -- whole programs --------------------------------------------------------------------------
     def choose_fetches(self, names):
         """The first and last structured results (most of the program feeds them) and up
         to 2 others."""
@@ -436,7 +418,6 @@ class _Writer:
                                    unique_by=lambda v: v.name)) if others else []
         return first + extra
 
-    # -- whole programs --------------------------------------------------------------------------
     def placeholders(self, root):
         for _ in range(self.draw(st.integers(0, 2))):
             dtype, shape = self.choose(NUMERIC_KINDS + [(BOOL, ())])

@@ -91,7 +91,7 @@ def test_switch_on_a_dead_predicate_has_both_outputs_dead():
     assert run_spec(g, [out_f, out_t], {p: True}) == [DEAD, live(2.0)]
 
 
-# -- control edges -----------------------------------------------------------------------------------
+# -- control edges ----------------------------------------------------------------------------
 def test_a_dead_control_input_kills_a_node():
     g = df.Graph()
     with g.as_default():
@@ -352,3 +352,29 @@ def test_two_tokens_in_one_slot_is_a_spec_error():
         out = cf.exit(m)
     with pytest.raises(spec.SpecError, match="two tokens"):
         spec.run(g, [out])
+
+
+def test_control_edges_from_a_fed_placeholder_are_satisfied_by_the_feed():
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float64, shape=[])
+        with g.control_dependencies([x.op]):
+            y = df.identity(f64(2.0))
+    assert run_spec(g, [y], {x: 1.0}) == [live(2.0)]
+
+
+def test_docstring_examples():
+    import doctest
+
+    import spec.interpreter
+    failures, tried = doctest.testmod(spec.interpreter)
+    assert tried >= 10 and failures == 0
+
+
+def test_a_merge_with_two_live_inputs_is_reported_as_a_race():
+    """Which input such a Merge forwards depends on timing, so the spec refuses the graph."""
+    g = df.Graph()
+    with g.as_default():
+        value, _ = cf.merge([f64(1.0), f64(2.0)])
+    with pytest.raises(spec.MergeRace):
+        spec.run(g, [value])

@@ -100,13 +100,16 @@ class ControlFlowContext:
         self.outer_context = g._get_control_flow_context()
         self._values: set = set()
         self._external_values: dict = {}
+        self._saved: list = []
 
     def Enter(self):  # noqa: N802 - TF's names, kept for readers of control_flow_ops.py
-        self._saved = self._graph._get_control_flow_context()
+        """Make this the graph's current context (re-entrant: Enter/Exit pairs nest)."""
+        self._saved.append(self._graph._get_control_flow_context())
         self._graph._set_control_flow_context(self)
 
     def Exit(self):  # noqa: N802
-        self._graph._set_control_flow_context(self._saved)
+        """Restore the context that was current at the matching :meth:`Enter`."""
+        self._graph._set_control_flow_context(self._saved.pop())
 
     def GetWhileContext(self):  # noqa: N802
         return self.outer_context.GetWhileContext() if self.outer_context else None

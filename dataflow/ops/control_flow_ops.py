@@ -11,9 +11,11 @@ Plus ``loop_cond`` (marks a loop predicate), ``control_trigger``, ``no_op`` and 
 A raw loop closes its back edge with ``merge_op.update_input(1, next_iteration_tensor)``::
 
     enter_i = enter(i0, "loop")
+    ten = enter(constant(10), "loop", is_constant=True)   # every value used inside
+    one = enter(constant(1), "loop", is_constant=True)    # the loop must enter it
     m, _ = merge([enter_i, enter_i])
-    t_false, t_true = switch(m, loop_cond(m < 10))
-    nxt = next_iteration(t_true + 1)
+    t_false, t_true = switch(m, loop_cond(m < ten))
+    nxt = next_iteration(t_true + one)
     m.op.update_input(1, nxt)
     result = exit(t_false)
 """
