@@ -74,17 +74,22 @@ class FrameState:
     """A live instance of a while-loop frame (one per parent iteration that entered it)."""
 
     __slots__ = ("plan", "parent_iter", "iterations", "iteration_count", "num_outstanding",
-                 "pending_enters", "invariants", "next_iter_roots", "dead_exits", "template")
+                 "pending_enters", "invariants", "next_iter_roots", "dead_exits", "template",
+                 "pending_template", "dead_template")
 
     def __init__(self, plan, parent_iter, template):
         self.plan = plan
-        self.template = template    # input buffer a new iteration copies (feeds filled in)
+        # What a new iteration copies: input slots (feeds and loop invariants filled in),
+        # pending counts and dead counts (both net of the invariants already baked in).
+        self.template = template
+        self.pending_template = plan.pending
+        self.dead_template = [0] * len(plan.pending)
         self.parent_iter = parent_iter
         self.iterations = {}
         self.iteration_count = -1
         self.num_outstanding = 0
         self.pending_enters = plan.num_enters
-        self.invariants = []        # (edges, value, dead) of is_constant Enters
+        self.invariants = []        # (edges, value, dead) delivered to every new iteration
         self.next_iter_roots = []   # deferred NextIteration outputs: (gid, value)
         self.dead_exits = []        # dead Exit gids of the newest iteration
 
@@ -95,13 +100,13 @@ class IterationState:
     __slots__ = ("frame", "num", "inputs", "pending", "dead", "outstanding",
                  "outstanding_frames", "children", "is_root")
 
-    def __init__(self, frame, num, inputs, pending):
+    def __init__(self, frame, num, inputs, pending, dead):
         self.frame = frame
         self.is_root = frame.parent_iter is None
         self.num = num
         self.inputs = inputs
         self.pending = pending
-        self.dead = [0] * len(pending)
+        self.dead = dead
         self.outstanding = 0
         self.outstanding_frames = 0
         self.children = None
@@ -354,14 +359,38 @@ class Executor:
             it.outstanding_frames += 1
             self._new_iteration(frame)
         if is_constant:
-            frame.invariants.append((edges, value, node_dead))
             for child_it in list(frame.iterations.values()):
                 self._deliver(edges, value, 1, node_dead, child_it)
+            self._add_invariant(frame, edges, value, node_dead)
         else:
             self._deliver(edges, value, 1, node_dead, frame.iterations[0])
         frame.pending_enters -= 1
         if not frame.pending_enters:
             self._cleanup(frame.iterations[0])
+
+    @staticmethod
+    def _add_invariant(frame, edges, value, dead):
+        """Make a loop invariant part of every iteration the frame starts from now on.
+
+        Where it cannot complete a node by itself, it is written into the frame's
+        templates once, instead of being delivered to each new iteration.
+        """
+        if frame.template is frame.plan.inputs or frame.pending_template is frame.plan.pending:
+            frame.template = frame.template[:]
+            frame.pending_template = frame.pending_template[:]
+        pend, later = frame.pending_template, []
+        for e in edges:
+            k, dg, dl, ds, mode = e
+            if mode == TO_NODE and pend[dl] > 1:
+                pend[dl] -= 1
+                if dead:
+                    frame.dead_template[dl] += 1
+                elif ds >= 0:
+                    frame.template[ds] = value
+            else:
+                later.append(e)
+        if later:
+            frame.invariants.append((tuple(later), value, dead))
 
     def _template(self, frame_plan):
         templates = self.templates
@@ -393,7 +422,8 @@ class Executor:
         fp = frame.plan
         num = frame.iteration_count = frame.iteration_count + 1
         template = frame.template
-        it = IterationState(frame, num, template[:], fp.pending[:])
+        it = IterationState(frame, num, template[:], frame.pending_template[:],
+                            frame.dead_template[:])
         frame.iterations[num] = it
         n = frame.num_outstanding = frame.num_outstanding + 1
         if n > self.peak_iterations:

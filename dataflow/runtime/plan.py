@@ -308,6 +308,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs), clear))
         heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op))
 
+    _keep_heavy_only_if_concurrent(heavy, nodes, kept, frame_of)
     root = frames[""]
     root_ready = [gid_of[op] for op in root.ops if root.pending[layout[op][0]] == 0
                   and _role(op) != MERGE and op not in idle]
@@ -372,6 +373,46 @@ def _idle_switches(edges, gid_of) -> set:
             if any(e[1] in gids for e in out):
                 edges[src] = [e for e in out if e[1] not in gids]
     return idle
+
+
+_MAX_HEAVY_ANALYSED = 256
+
+
+def _keep_heavy_only_if_concurrent(heavy, nodes, kept, frame_of):
+    """Clear the worker-thread flag of large kernels that can never overlap another one.
+
+    A hand-off to a worker only pays when another large kernel runs meanwhile. Two
+    large kernels of one frame can overlap only if neither reaches the other; when
+    every pair is ordered (a chain such as matmul -> add -> tanh in an RNN body) the
+    executor need not even look. Overlap across iterations of a loop is not counted.
+    """
+    by_frame = {}
+    for gid, h in enumerate(heavy):
+        if h:
+            by_frame.setdefault(frame_of[kept[gid]], []).append(gid)
+    for frame, hs in by_frame.items():
+        if len(hs) > _MAX_HEAVY_ANALYSED:
+            continue
+        reach = {h: _reachable(h, nodes, kept, frame, frame_of) for h in hs}
+        for a in hs:
+            if all(b == a or b in reach[a] or a in reach[b] for b in hs):
+                heavy[a] = False
+
+
+def _reachable(start, nodes, kept, frame, frame_of) -> set:
+    """Nodes of ``frame`` reachable from ``start`` within one iteration."""
+    seen, stack = set(), [start]
+    while stack:
+        gid = stack.pop()
+        role = nodes[gid][0]
+        if role in (NEXT_ITERATION, EXIT, ENTER) and gid != start:
+            continue
+        for e in nodes[gid][5]:
+            dg = e[1]
+            if dg >= 0 and dg not in seen and frame_of[kept[dg]] is frame:
+                seen.add(dg)
+                stack.append(dg)
+    return seen
 
 
 def _may_be_big(op) -> bool:
