@@ -189,7 +189,7 @@ class Executor:
                             else:
                                 out = fn(*inputs[base:end])
                         except BaseException as exc:
-                            raise self._kernel_error(gid, exc) from exc
+                            raise self._kernel_error(gid, exc)
                     if clear:
                         inputs[base:end] = _NONES[end - base]
                 elif role == SWITCH:
@@ -497,7 +497,7 @@ class Executor:
                                        " while this kernel ran on a worker thread") from None
         self.inflight -= 1
         if exc is not None:
-            raise self._kernel_error(gid, exc) from exc
+            raise self._kernel_error(gid, exc)
         self._deliver(self.nodes[gid][5], out, self.nodes[gid][6], False, it)
         it.outstanding -= 1
         if not it.outstanding and not it.is_root:
@@ -505,15 +505,20 @@ class Executor:
 
     # -- errors ------------------------------------------------------------------------------
     def _kernel_error(self, gid, exc):
+        """The OpError to raise for ``exc`` from node ``gid``: it names the node and
+        chains the original exception."""
         op = self.plan.ops[gid]
         if isinstance(exc, errors.OpError):
-            if exc.op is None:
-                return type(exc)(None, op, exc.message)
-            return exc
-        cls = errors.InvalidArgumentError if isinstance(
-            exc, (ValueError, TypeError, IndexError, ArithmeticError, KeyError)) \
-            else errors.UnknownError
-        return cls(None, op, f"{type(exc).__name__}: {exc}")
+            if exc.op is not None:
+                return exc
+            err = type(exc)(None, op, exc.message)
+        else:
+            cls = errors.InvalidArgumentError if isinstance(
+                exc, (ValueError, TypeError, IndexError, ArithmeticError, KeyError)) \
+                else errors.UnknownError
+            err = cls(None, op, f"{type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return err
 
     @staticmethod
     def _deadline_error(op, where=""):
