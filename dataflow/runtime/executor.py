@@ -28,7 +28,7 @@ import time
 
 from .. import errors
 from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, SWITCH,
-                   TO_EXIT, TO_FETCH, TO_MERGE_FROM_ENTER, TO_NODE, Plan)
+                   TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE, Plan)
 
 import numpy as np
 
@@ -236,6 +236,8 @@ class Executor:
                                 target.outstanding += 1
                         elif mode == TO_FETCH:
                             results[ds] = out
+                        elif mode == TO_NEXT:
+                            self._pass_to_next_iteration(dg, out, target)
                         elif mode == TO_EXIT:
                             tinputs[ds] = out
                             push((dg, target))
@@ -266,6 +268,9 @@ class Executor:
                                 target.outstanding += 1
                         elif mode == TO_FETCH:
                             results[ds] = v
+                        elif mode == TO_NEXT:
+                            if v is not DEAD:  # a dead NextIteration stops there
+                                self._pass_to_next_iteration(dg, v, target)
                         elif mode == TO_EXIT:
                             if v is DEAD:
                                 _dead_exit(dg, target)
@@ -310,6 +315,9 @@ class Executor:
                     it.outstanding += 1
             elif mode == TO_FETCH:
                 self.results[ds] = v
+            elif mode == TO_NEXT:
+                if v is not DEAD:
+                    self._pass_to_next_iteration(dg, v, it)
             elif mode == TO_EXIT:
                 if v is DEAD:
                     _dead_exit(dg, it)
@@ -397,6 +405,25 @@ class Executor:
         if templates:
             return templates.get(frame_plan, frame_plan.inputs)
         return frame_plan.inputs
+
+    def _pass_to_next_iteration(self, gid, value, it):
+        """A live value reaching a NextIteration whose only input it is: what running the
+        NextIteration would do, without scheduling it (one per loop variable and
+        iteration)."""
+        edges = self.nodes[gid][5]
+        frame = it.frame
+        if it.num == frame.iteration_count:
+            if frame.num_outstanding >= frame.plan.parallel_iterations:
+                frame.next_iter_roots.append((edges, value))
+                return
+            self._new_iteration(frame)
+        target = frame.iterations[it.num + 1]
+        if len(edges) == 1 and edges[0][4] == TO_MERGE:
+            # The usual case: the loop variable's Merge, input 1.
+            _, dg, dl, ds, _ = edges[0]
+            self._deliver_to_merge(dg, dl, ds, TO_MERGE, value, target)
+        else:
+            self._deliver(edges, value, 1, False, target)
 
     def _next_iteration_target(self, edges, value, it):
         """The iteration a live NextIteration output goes to; None when deferred because

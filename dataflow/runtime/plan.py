@@ -38,6 +38,7 @@ TO_MERGE_FROM_ENTER = 2  # data edge Enter -> Merge (a dead one kills the Merge,
 CONTROL_TO_MERGE = 3   # control edge into a Merge
 TO_FETCH = 4           # the value is a fetched result
 TO_EXIT = 5            # data edge into an Exit with no other inputs (see executor)
+TO_NEXT = 6            # data edge into a NextIteration with no other inputs
 
 
 @dataclass(eq=False)
@@ -259,9 +260,9 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
                     # The Enter rule looks at the direct input, not through forwarders.
                     mode = TO_MERGE_FROM_ENTER if _role(t.op) == ENTER else TO_MERGE
                     edges[src.op].append((src._value_index, gid_of[op], local, i, mode))
-                elif role == EXIT and not control_preds(op):
+                elif role in (EXIT, NEXT_ITERATION) and not control_preds(op):
                     edges[src.op].append((src._value_index, gid_of[op], local, base + i,
-                                          TO_EXIT))
+                                          TO_EXIT if role == EXIT else TO_NEXT))
                 else:
                     edges[src.op].append((src._value_index, gid_of[op], local, base + i,
                                           TO_NODE))
