@@ -12,19 +12,11 @@ import pytest
 
 import dataflow as df
 
+from .op_harness import ops_of_type
+
+pytestmark = pytest.mark.usefixtures("graph")
+
 Pair = collections.namedtuple("Pair", "first second")
-
-
-@pytest.fixture(autouse=True)
-def graph():
-    """Every test builds into its own graph, so op names and counts are predictable."""
-    with df.Graph().as_default() as g:
-        yield g
-
-
-def ops_of_type(graph, op_type):
-    """The operations of ``graph`` whose type is ``op_type``, in creation order."""
-    return [op for op in graph.get_operations() if op.type == op_type]
 
 
 def design_note_cond():

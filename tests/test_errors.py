@@ -7,14 +7,9 @@ KeyError, a malformed one a ValueError.
 import pytest
 
 import dataflow as df
+
+pytestmark = pytest.mark.usefixtures("graph")
 from dataflow.ops import control_flow_ops as cf
-
-
-@pytest.fixture(autouse=True)
-def graph():
-    """Every test builds into its own graph."""
-    with df.Graph().as_default() as g:
-        yield g
 
 
 def raised_by(fetch, feed_dict=None, config=None, options=None):

@@ -9,14 +9,6 @@ import pytest
 import dataflow as df
 
 
-@pytest.fixture
-def graph():
-    """A fresh graph, installed as the default graph for the test."""
-    g = df.Graph()
-    with g.as_default():
-        yield g
-
-
 def run(fetches, feed_dict=None):
     """Run ``fetches`` in a new Session on the default graph."""
     with df.Session() as sess:

@@ -15,11 +15,12 @@ from hypothesis.extra import numpy as hnp
 
 import dataflow as df
 
+from .op_harness import MODES, make_input, run_op  # noqa: F401
+
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
-MODES = ["constant", "placeholder", "partial", "unknown"]
 FULL_MODES = {"constant", "placeholder"}
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
 NONSCALAR_SHAPES = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
@@ -39,29 +40,6 @@ def arrays(dtype, shape):
     return hnp.arrays(dtype, shape, elements=elements)
 
 
-def make_input(value, mode):
-    """A tensor for ``value`` (constant or placeholder per ``mode``) and its feed."""
-    value = np.asarray(value)
-    dtype = df.as_dtype(value.dtype)
-    if mode == "constant":
-        return df.constant(value, dtype=dtype), {}
-    shape = {"placeholder": value.shape, "partial": [None] * value.ndim,
-             "unknown": None}[mode]
-    p = df.placeholder(dtype, shape=shape)
-    return p, {p: value}
-
-
-def run_op(build, values, input_modes):
-    """Build ``build(*inputs)`` in a fresh graph and run it; returns (tensor, result)."""
-    with df.Graph().as_default():
-        tensors, feed = [], {}
-        for value, mode in zip(values, input_modes):
-            t, f = make_input(value, mode)
-            tensors.append(t)
-            feed.update(f)
-        out = build(*tensors)
-        with df.Session() as sess:
-            return out, sess.run(out, feed_dict=feed)
 
 
 def assert_result(tensor, actual, expected, static_known, dtype=None):

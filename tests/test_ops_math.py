@@ -15,6 +15,8 @@ from hypothesis.extra import numpy as hnp
 
 import dataflow as df
 
+from .op_harness import MODES, make_input, run_op  # noqa: F401
+
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -22,7 +24,6 @@ FLOATS = [np.float32, np.float64]
 INTS = [np.int32, np.int64]
 NUMERIC = FLOATS + INTS
 # How an input reaches the op; the first two give a fully known static shape.
-MODES = ["constant", "placeholder", "partial", "unknown"]
 FULL_MODES = {"constant", "placeholder"}
 
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
@@ -59,29 +60,6 @@ def modes(n):
     return st.lists(st.sampled_from(MODES), min_size=n, max_size=n)
 
 
-def make_input(value, mode):
-    """A tensor for ``value`` per ``mode`` and the feed it needs."""
-    value = np.asarray(value)
-    dtype = df.as_dtype(value.dtype)
-    if mode == "constant":
-        return df.constant(value, dtype=dtype), {}
-    shape = {"placeholder": value.shape, "partial": [None] * value.ndim,
-             "unknown": None}[mode]
-    p = df.placeholder(dtype, shape=shape)
-    return p, {p: value}
-
-
-def run_op(build, values, input_modes):
-    """Build ``build(*inputs)`` in a fresh graph and run it; returns (tensor, result)."""
-    with df.Graph().as_default():
-        tensors, feed = [], {}
-        for value, mode in zip(values, input_modes):
-            t, f = make_input(value, mode)
-            tensors.append(t)
-            feed.update(f)
-        out = build(*tensors)
-        with df.Session() as sess:
-            return out, sess.run(out, feed_dict=feed)
 
 
 def tolerance(dtype):

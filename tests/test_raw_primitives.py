@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 
 import dataflow as df
+
+pytestmark = pytest.mark.usefixtures("graph")
 from dataflow.ops import control_flow_ops as cf
 
 NO_HANG = df.RunOptions(timeout_in_ms=10_000)
-
-
-@pytest.fixture(autouse=True)
-def graph():
-    """Every test builds into its own graph."""
-    with df.Graph().as_default() as g:
-        yield g
 
 
 # -- Switch and Merge ------------------------------------------------------------------------

@@ -11,14 +11,9 @@ import pytest
 
 import dataflow as df
 
+pytestmark = pytest.mark.usefixtures("graph")
+
 Pair = collections.namedtuple("Pair", "left right")
-
-
-@pytest.fixture(autouse=True)
-def graph():
-    """Every test builds into its own graph."""
-    with df.Graph().as_default() as g:
-        yield g
 
 
 def counting_variable(name="count"):

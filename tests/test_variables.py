@@ -11,14 +11,6 @@ from hypothesis.extra import numpy as hnp
 import dataflow as df
 
 
-@pytest.fixture
-def graph():
-    """A fresh graph, installed as the default graph for the test."""
-    g = df.Graph()
-    with g.as_default():
-        yield g
-
-
 def test_variable_properties(graph):
     v = df.Variable(1.0, name="v")
     w = df.Variable(np.zeros((2, 3), np.int64), name="w", trainable=False)

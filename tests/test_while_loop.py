@@ -12,22 +12,14 @@ import pytest
 
 import dataflow as df
 
+from .op_harness import ops_of_type
+
+pytestmark = pytest.mark.usefixtures("graph")
+
 Point = collections.namedtuple("Point", "x y")
 
 # A generous bound: loops that must not hang fail with DeadlineExceededError instead.
 NO_HANG = df.RunOptions(timeout_in_ms=10_000)
-
-
-@pytest.fixture(autouse=True)
-def graph():
-    """Every test builds into its own graph."""
-    with df.Graph().as_default() as g:
-        yield g
-
-
-def ops_of_type(graph, op_type):
-    """The operations of ``graph`` whose type is ``op_type``, in creation order."""
-    return [op for op in graph.get_operations() if op.type == op_type]
 
 
 def run(fetches, feed_dict=None):
