@@ -1,0 +1,8 @@
+"""Reverse-mode autodiff: ``gradients`` and the per-op gradient registry.
+
+Gradient functions live next to the kinds of ops they differentiate
+(``math_grad``, ``array_grad``, ``nn_grad``, ``control_flow_grad``, ``state_grad``).
+"""
+from . import control_flow_grad, state_grad  # noqa: F401  (registers gradients)
+from .gradients import gradients  # noqa: F401
+from .registry import NotDifferentiable, RegisterGradient, get_gradient_function  # noqa: F401
