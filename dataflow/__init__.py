@@ -42,6 +42,7 @@ from .control_flow import case, cond, while_loop  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
+from . import train  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 
 mod = floormod

@@ -421,9 +421,16 @@ class Graph:
                     raise ValueError(f"Tensor {t.name} must be from the same graph as the "
                                      f"{op_type} op being created.")
             base = name or op_type
-            if not _VALID_OP_NAME.match(base.split("/")[-1] or "x"):
-                raise ValueError(f"'{base}' is not a valid node name")
-            full_name = self.unique_name(base)
+            if base.endswith("/"):
+                # A scope name ("w/") names the op exactly, as in TF: a Variable's
+                # handle is "w" while its helpers live under "w/".
+                full_name = base[:-1]
+                if full_name in self._ops_by_name:
+                    raise ValueError(f"Duplicate node name in graph: '{full_name}'")
+            else:
+                if not _VALID_OP_NAME.match(base.split("/")[-1] or "x"):
+                    raise ValueError(f"'{base}' is not a valid node name")
+                full_name = self.unique_name(base)
             op = Operation(self, op_type, full_name, inputs, attrs, self._current_device())
             specs = output_specs if output_specs is not None else op._op_def.infer(op)
             op._outputs = [Tensor(op, i, dt, sh) for i, (dt, sh) in enumerate(specs)]

@@ -4,7 +4,8 @@
 ``switch``, ``merge``, ``enter``, ``exit``, ``next_iteration``, ``loop_cond``,
 ``control_trigger``.
 """
-from . import array_ops, control_flow_ops, logging_ops, math_ops, nn_ops, state_ops  # noqa: F401
+from . import (array_ops, control_flow_ops, grad_ops, logging_ops, math_ops,  # noqa: F401
+               nn_ops, state_ops)
 from .control_flow_ops import (control_trigger, enter, exit, loop_cond, merge,  # noqa: F401
                                next_iteration, switch)
 from ._operators import install as _install_operators

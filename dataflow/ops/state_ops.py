@@ -73,7 +73,7 @@ class Variable:
             with g.control_dependencies(None):
                 self._handle = g.create_op("VarHandleOp", [], {
                     "dtype": self._dtype, "shape": self._shape, "shared_name": self._name},
-                    name=self._name).outputs[0]
+                    name=scope).outputs[0]
             self._initial_value = init
             self._initializer_op = self._assign_op("AssignVariableOp", init, "Assign").op
             with g.name_scope("Read"):

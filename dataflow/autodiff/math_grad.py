@@ -1,0 +1,290 @@
+"""Gradients of the math ops: elementwise, reductions, matmul, cast (TF's math_grad).
+
+Binary elementwise ops broadcast (NumPy rules), so each input's gradient is summed
+back to that input's shape with :func:`_unbroadcast`; reductions broadcast the
+output gradient back over the reduced axes with :func:`_unreduce`. Both use
+run-time shapes, since static shapes may be partly unknown.
+"""
+from __future__ import annotations
+
+from ..ops import array_ops, grad_ops, math_ops
+from ..ops.array_ops import shape
+from ..ops.math_ops import cast, reduce_sum
+from .registry import NotDifferentiable, RegisterGradient
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _same_static_shape(a, b) -> bool:
+    return a.shape.is_fully_defined() and b.shape.is_fully_defined() and a.shape == b.shape
+
+
+def _unbroadcast(grad, x, out):
+    """``grad`` (shaped like ``out``) summed back to the shape of input ``x``."""
+    if grad is None:
+        return None
+    if _same_static_shape(x, out):  # nothing was broadcast: skip the run-time reduction
+        return grad
+    return grad_ops.sum_to_shape(grad, shape(x))
+
+
+def _binary_grads(op, gx, gy):
+    """The gradients of a broadcasting binary op's two inputs, reduced to their shapes."""
+    x, y = op.inputs
+    out = op.outputs[0]
+    return [_unbroadcast(gx, x, out), _unbroadcast(gy, y, out)]
+
+
+def _unreduce(op, grad):
+    """The gradient of a reduction's output broadcast back to its input's shape."""
+    x = op.inputs[0]
+    x_shape = shape(x)
+    axis = op.get_attr("axis")
+    if not op.get_attr("keep_dims") and axis is not None:
+        # Put the dropped axes back as size 1, so broadcasting lines them up again.
+        grad = array_ops.reshape(grad, grad_ops.reduced_shape(x_shape, axis))
+    # With axis=None the gradient is a scalar (or all ones): it broadcasts as it is.
+    return grad_ops.broadcast_to(grad, x_shape)
+
+
+def _keepdims_value(op, value):
+    """A reduction's output ``value`` with its reduced axes restored as size 1."""
+    if op.get_attr("keep_dims") or op.get_attr("axis") is None:
+        return value
+    return array_ops.reshape(value, grad_ops.reduced_shape(shape(op.inputs[0]),
+                                                         op.get_attr("axis")))
+
+
+def _zeros(t):
+    return array_ops.zeros_like(t)
+
+
+# -- binary elementwise ------------------------------------------------------------------------
+
+@RegisterGradient("AddV2")
+def _add_grad(op, grad):
+    return _binary_grads(op, grad, grad)
+
+
+@RegisterGradient("Sub")
+def _sub_grad(op, grad):
+    return _binary_grads(op, grad, -grad)
+
+
+@RegisterGradient("Mul")
+def _mul_grad(op, grad):
+    x, y = op.inputs
+    return _binary_grads(op, grad * y, x * grad)
+
+
+@RegisterGradient("RealDiv")
+def _real_div_grad(op, grad):
+    x, y = op.inputs
+    return _binary_grads(op, grad / y, grad * (-x / y / y))
+
+
+@RegisterGradient("Maximum")
+def _maximum_grad(op, grad):
+    # Ties go to x, as in TF.
+    x, y = op.inputs
+    x_wins = math_ops.greater_equal(x, y)
+    zeros = _zeros(grad)
+    return _binary_grads(op, array_ops.where(x_wins, grad, zeros),
+                         array_ops.where(x_wins, zeros, grad))
+
+
+@RegisterGradient("Minimum")
+def _minimum_grad(op, grad):
+    x, y = op.inputs
+    x_wins = math_ops.less_equal(x, y)
+    zeros = _zeros(grad)
+    return _binary_grads(op, array_ops.where(x_wins, grad, zeros),
+                         array_ops.where(x_wins, zeros, grad))
+
+
+@RegisterGradient("Pow")
+def _pow_grad(op, grad):
+    x, y = op.inputs
+    z = op.outputs[0]
+    gx = grad * y * math_ops.pow(x, y - 1)
+    # d/dy x**y = x**y log(x), defined for x > 0; TF gives 0 elsewhere. Feeding log
+    # a safe 1 where x <= 0 keeps NaNs out of the masked-away lanes (and their grads).
+    positive = math_ops.greater(x, 0)
+    safe_x = array_ops.where(positive, x, array_ops.ones_like(x))
+    log_x = array_ops.where(positive, math_ops.log(safe_x), _zeros(x))
+    return _binary_grads(op, gx, grad * z * log_x)
+
+
+@RegisterGradient("SquaredDifference")
+def _squared_difference_grad(op, grad):
+    x, y = op.inputs
+    g = 2.0 * grad * (x - y)
+    return _binary_grads(op, g, -g)
+
+
+@RegisterGradient("FloorMod")
+def _floor_mod_grad(op, grad):
+    # x mod y = x - floor(x / y) * y, piecewise linear (as TF's _FloorModGrad).
+    x, y = op.inputs
+    if not x.dtype.is_floating:
+        return [None, None]
+    return _binary_grads(op, grad, grad * -math_ops.floor(x / y))
+
+
+# -- unary elementwise -------------------------------------------------------------------------
+
+@RegisterGradient("Neg")
+def _neg_grad(op, grad):
+    return [-grad]
+
+
+@RegisterGradient("Square")
+def _square_grad(op, grad):
+    return [grad * (2.0 * op.inputs[0])]
+
+
+@RegisterGradient("Sqrt")
+def _sqrt_grad(op, grad):
+    return [grad * (0.5 / op.outputs[0])]
+
+
+@RegisterGradient("Rsqrt")
+def _rsqrt_grad(op, grad):
+    y = op.outputs[0]
+    return [grad * (-0.5 * y * y * y)]
+
+
+@RegisterGradient("Exp")
+def _exp_grad(op, grad):
+    return [grad * op.outputs[0]]
+
+
+@RegisterGradient("Log")
+def _log_grad(op, grad):
+    return [grad / op.inputs[0]]
+
+
+@RegisterGradient("Log1p")
+def _log1p_grad(op, grad):
+    return [grad / (1.0 + op.inputs[0])]
+
+
+@RegisterGradient("Tanh")
+def _tanh_grad(op, grad):
+    y = op.outputs[0]
+    return [grad * (1.0 - y * y)]
+
+
+@RegisterGradient("Sigmoid")
+def _sigmoid_grad(op, grad):
+    y = op.outputs[0]
+    return [grad * (y * (1.0 - y))]
+
+
+@RegisterGradient("Abs")
+def _abs_grad(op, grad):
+    return [grad * math_ops.sign(op.inputs[0])]
+
+
+@RegisterGradient("Sign")
+def _sign_grad(op, grad):
+    # Piecewise constant: zero almost everywhere (TF returns zeros, not None).
+    return [_zeros(op.inputs[0])]
+
+
+@RegisterGradient("Reciprocal")
+def _reciprocal_grad(op, grad):
+    y = op.outputs[0]
+    return [grad * (-y * y)]
+
+
+@RegisterGradient("Sin")
+def _sin_grad(op, grad):
+    return [grad * math_ops.cos(op.inputs[0])]
+
+
+@RegisterGradient("Cos")
+def _cos_grad(op, grad):
+    return [grad * -math_ops.sin(op.inputs[0])]
+
+
+@RegisterGradient("Cast")
+def _cast_grad(op, grad):
+    # Only float -> float casts carry a gradient (TF: integer sources get None).
+    src = op.inputs[0].dtype
+    if not (src.is_floating and op.outputs[0].dtype.is_floating):
+        return [None]
+    return [cast(grad, src)]
+
+
+@RegisterGradient("AddN")
+def _add_n_grad(op, grad):
+    return [grad] * len(op.inputs)
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+@RegisterGradient("Sum")
+def _sum_grad(op, grad):
+    return [_unreduce(op, grad)]
+
+
+@RegisterGradient("Mean")
+def _mean_grad(op, grad):
+    x, y = op.inputs[0], op.outputs[0]
+    dtype = grad.dtype
+    if x.shape.is_fully_defined() and y.shape.is_fully_defined():
+        count = max(x.shape.num_elements(), 1) // max(y.shape.num_elements(), 1)
+        return [_unreduce(op, grad) / float(count)]
+    # Elements averaged per output: size(x) / size(grad), both known at run time.
+    count = cast(array_ops.size(x), dtype) / cast(array_ops.size(grad), dtype)
+    return [_unreduce(op, grad) / count]
+
+
+def _extremum_grad(op, grad):
+    """Max/Min: the gradient goes to the elements equal to the result, split equally
+    among ties (as TF)."""
+    x = op.inputs[0]
+    y = _keepdims_value(op, op.outputs[0])
+    chosen = cast(math_ops.equal(x, y), grad.dtype)
+    axis = op.get_attr("axis")
+    ties = reduce_sum(chosen, axis=axis, keepdims=True)
+    return [_unreduce(op, grad) * chosen / ties]
+
+
+RegisterGradient("Max")(_extremum_grad)
+RegisterGradient("Min")(_extremum_grad)
+
+
+@RegisterGradient("Prod")
+def _prod_grad(op, grad):
+    # d prod / d x_i = prod / x_i: exact for nonzero inputs (TF's cumprod trick that
+    # also covers zeros is not reproduced).
+    x = op.inputs[0]
+    y = _keepdims_value(op, op.outputs[0])
+    return [_unreduce(op, grad) * y / x]
+
+
+# -- matmul ------------------------------------------------------------------------------------
+
+@RegisterGradient("MatMul")
+def _matmul_grad(op, grad):
+    a, b = op.inputs
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    mm = math_ops.matmul
+    if not ta and not tb:
+        return [mm(grad, b, transpose_b=True), mm(a, grad, transpose_a=True)]
+    if not ta and tb:
+        return [mm(grad, b), mm(grad, a, transpose_a=True)]
+    if ta and not tb:
+        return [mm(b, grad, transpose_b=True), mm(a, grad)]
+    return [mm(b, grad, transpose_a=True, transpose_b=True),
+            mm(grad, a, transpose_a=True, transpose_b=True)]
+
+
+# -- no gradient -------------------------------------------------------------------------------
+
+# Comparisons, logic and integer/rounding ops are piecewise constant or not real-valued.
+for _t in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual",
+           "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any",
+           "FloorDiv", "Floor", "Ceil", "Round"):
+    NotDifferentiable(_t)

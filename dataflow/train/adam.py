@@ -1,0 +1,75 @@
+"""``AdamOptimizer``: adaptive moment estimation (Kingma & Ba), as TF1 computes it.
+
+>>> train_op = AdamOptimizer(learning_rate=0.001).minimize(loss)
+"""
+from __future__ import annotations
+
+from ..ops.control_flow_ops import group
+from ..ops.math_ops import cast, sqrt
+from .optimizer import Optimizer
+
+
+class AdamOptimizer(Optimizer):
+    """Adam (``tf.compat.v1.train.AdamOptimizer``), with TF1's update at step ``t``::
+
+        lr_t = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        var -= lr_t * m / (sqrt(v) + epsilon)
+
+    ``m`` and ``v`` are zero-initialized slots (``"m"``, ``"v"``; variables
+    ``<var>/Adam`` and ``<var>/Adam_1``). ``beta1^t`` and ``beta2^t`` are kept in
+    the non-trainable variables ``beta1_power`` and ``beta2_power`` (starting at
+    ``beta1`` and ``beta2``), multiplied by the betas after every step's updates.
+
+    >>> opt = AdamOptimizer(learning_rate=0.01)
+    >>> train_op = opt.minimize(loss)
+    >>> beta1_power, beta2_power = opt._get_beta_accumulators()
+    """
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 use_locking=False, name="Adam"):
+        super().__init__(use_locking, name)
+        self._lr = learning_rate
+        self._beta1 = beta1
+        self._beta2 = beta2
+        self._epsilon = epsilon
+
+    def _get_beta_accumulators(self):
+        return self._get_non_slot("beta1_power"), self._get_non_slot("beta2_power")
+
+    def _create_slots(self, var_list):
+        # As TF: the beta powers take the dtype of the first variable by name.
+        first_var = min(var_list, key=lambda v: v.name)
+        self._get_or_make_non_slot(self._beta1, "beta1_power", first_var)
+        self._get_or_make_non_slot(self._beta2, "beta2_power", first_var)
+        for v in var_list:
+            self._zeros_slot(v, "m", self._name)
+            self._zeros_slot(v, "v", self._name)
+
+    def _apply_dense(self, grad, var):
+        dtype = var.dtype
+        lr = self._hyper("learning_rate", self._lr, dtype)
+        beta1 = self._hyper("beta1", self._beta1, dtype)
+        beta2 = self._hyper("beta2", self._beta2, dtype)
+        epsilon = self._hyper("epsilon", self._epsilon, dtype)
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        beta1_power = cast(beta1_power, dtype)
+        beta2_power = cast(beta2_power, dtype)
+        lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        m_t = m.assign(beta1 * m + (1 - beta1) * grad)
+        v_t = v.assign(beta2 * v + (1 - beta2) * grad * grad)
+        var_t = var.assign_sub(lr_t * m_t / (sqrt(v_t) + epsilon))
+        return group(var_t, m_t, v_t)
+
+    def _finish(self, update_ops, name_scope):
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        graph = beta1_power.graph
+        # The powers advance only after every variable's update has read them.
+        with graph.control_dependencies(update_ops):
+            beta1 = self._hyper("beta1", self._beta1, beta1_power.dtype)
+            beta2 = self._hyper("beta2", self._beta2, beta2_power.dtype)
+            update_beta1 = beta1_power.assign(beta1_power * beta1)
+            update_beta2 = beta2_power.assign(beta2_power * beta2)
+        return group(*update_ops, update_beta1, update_beta2, name=name_scope)

@@ -1,0 +1,26 @@
+"""``GradientDescentOptimizer``: ``var -= learning_rate * grad``.
+
+>>> train_op = GradientDescentOptimizer(0.1).minimize(loss)
+"""
+from __future__ import annotations
+
+from .optimizer import Optimizer
+
+
+class GradientDescentOptimizer(Optimizer):
+    """Plain gradient descent (``tf.compat.v1.train.GradientDescentOptimizer``).
+
+    Each step: ``var -= learning_rate * grad``.
+
+    >>> opt = GradientDescentOptimizer(learning_rate=0.5)
+    >>> train_op = opt.minimize(df.square(w - 3.0))
+    """
+
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+
+    def _apply_dense(self, grad, var):
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        # TF's ApplyGradientDescent kernel: var -= grad * lr.
+        return var.assign_sub(grad * lr).op

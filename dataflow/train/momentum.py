@@ -1,0 +1,43 @@
+"""``MomentumOptimizer``: gradient descent with an accumulated velocity.
+
+>>> train_op = MomentumOptimizer(0.1, momentum=0.9).minimize(loss)
+"""
+from __future__ import annotations
+
+from ..ops.control_flow_ops import group
+from .optimizer import Optimizer
+
+
+class MomentumOptimizer(Optimizer):
+    """Momentum (``tf.compat.v1.train.MomentumOptimizer``), TF1's formulas:
+
+    ``accum = momentum * accum + grad``, then ``var -= learning_rate * accum``, or with
+    ``use_nesterov=True``: ``var -= learning_rate * (grad + momentum * accum)``
+    (using the new ``accum``). ``accum`` is the slot ``"momentum"``, starting at zero.
+
+    >>> opt = MomentumOptimizer(learning_rate=0.1, momentum=0.9, use_nesterov=True)
+    >>> train_op = opt.minimize(loss)
+    """
+
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",
+                 use_nesterov=False):
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+        self._momentum = momentum
+        self._use_nesterov = use_nesterov
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "momentum", self._name)
+
+    def _apply_dense(self, grad, var):
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        momentum = self._hyper("momentum", self._momentum, var.dtype)
+        accum = self.get_slot(var, "momentum")
+        # As TF's ApplyMomentum kernel: accum = accum * momentum + grad.
+        accum_t = accum.assign(accum * momentum + grad)
+        if self._use_nesterov:
+            var_t = var.assign_sub(grad * lr + accum_t * momentum * lr)
+        else:
+            var_t = var.assign_sub(accum_t * lr)
+        return group(var_t, accum_t)

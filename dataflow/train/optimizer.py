@@ -1,0 +1,280 @@
+"""``Optimizer``: the base class of TF1's optimizers (``tf.compat.v1.train.Optimizer``).
+
+A subclass says how one variable moves given its gradient (``_apply_dense``)
+and which per-variable state it keeps (``_create_slots``); the base class
+computes gradients, creates the state, and groups the updates into one op.
+
+>>> opt = GradientDescentOptimizer(0.1)
+>>> grads_and_vars = opt.compute_gradients(loss)          # [(grad, var)]
+>>> train_op = opt.apply_gradients(grads_and_vars)        # one op per step
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dtypes
+from ..autodiff.gradients import gradients
+from ..framework.convert import convert_to_tensor
+from ..framework.graph import Tensor, get_default_graph
+from ..ops.control_flow_ops import group, tuple_
+from ..ops.math_ops import cast
+from ..ops.state_ops import Variable, trainable_variables
+
+# The floating types TF1 optimizes (bfloat16 and complex types do not exist here).
+_VALID_DTYPES = (_dtypes.float16, _dtypes.float32, _dtypes.float64)
+
+TRAIN_OP = "train_op"
+
+
+def _call_if_callable(value):
+    """TF1 accepts hyperparameters as zero-argument callables, evaluated at apply time."""
+    return value() if callable(value) else value
+
+
+def _assert_valid_dtypes(tensors):
+    for t in tensors:
+        if t.dtype.base_dtype not in _VALID_DTYPES:
+            raise ValueError(f"Invalid type {t.dtype.name} for {t.name}, expected: "
+                             f"{[d.name for d in _VALID_DTYPES]}.")
+
+
+def _zeros_initial_value(var):
+    """Zeros shaped as ``var``: a constant if its shape is known, else built from its value."""
+    if var.shape.is_fully_defined():
+        return np.zeros(var.shape.as_list(), dtype=var.dtype.as_numpy_dtype)
+    from ..ops.array_ops import zeros_like
+    return zeros_like(var.initial_value)
+
+
+class Optimizer:
+    """Base class of optimizers; use a subclass such as ``GradientDescentOptimizer``.
+
+    Subclasses override ``_create_slots(var_list)``, ``_prepare()``,
+    ``_apply_dense(grad, var)`` and optionally ``_finish(update_ops, name)``.
+
+    >>> train_op = GradientDescentOptimizer(0.5).minimize(loss, var_list=[w])
+    """
+
+    # Accepted for TF1 compatibility; gating of ops inside gradients is not modelled.
+    GATE_NONE = 0
+    GATE_OP = 1
+    GATE_GRAPH = 2
+
+    def __init__(self, use_locking, name):
+        # use_locking is accepted for TF1 compatibility: a Session runs one step at a time.
+        if not name:
+            raise ValueError("Must specify the optimizer name")
+        self._use_locking = use_locking
+        self._name = name
+        # slot name -> {variable: slot Variable}
+        self._slots: dict = {}
+        # (graph, name) -> Variable: state shared by all variables (e.g. Adam's beta powers)
+        self._non_slot_dict: dict = {}
+        # dtype -> tensor of each hyperparameter, rebuilt by every apply_gradients
+        self._hyper_cache: dict = {}
+
+    def get_name(self):
+        """The optimizer's name, which prefixes its ops and names its slots.
+
+        >>> AdamOptimizer().get_name()
+        'Adam'
+        """
+        return self._name
+
+    # -- the public API ---------------------------------------------------------------------
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=GATE_OP,
+                 aggregation_method=None, colocate_gradients_with_ops=False, name=None,
+                 grad_loss=None):
+        """Add ops that move ``var_list`` (default: all trainable variables) to lower ``loss``.
+
+        Returns one op; each run does one step (and increments ``global_step`` if given).
+
+        >>> train_op = AdamOptimizer(0.01).minimize(loss)
+        """
+        grads_and_vars = self.compute_gradients(
+            loss, var_list=var_list, gate_gradients=gate_gradients,
+            aggregation_method=aggregation_method,
+            colocate_gradients_with_ops=colocate_gradients_with_ops, grad_loss=grad_loss)
+        vars_with_grad = [v for g, v in grads_and_vars if g is not None]
+        if not vars_with_grad:
+            raise ValueError(
+                "No gradients provided for any variable, check your graph for ops that do "
+                "not support gradients, between variables "
+                f"{[str(v) for _, v in grads_and_vars]} and loss {loss}.")
+        return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def compute_gradients(self, loss, var_list=None, gate_gradients=GATE_OP,
+                          aggregation_method=None, colocate_gradients_with_ops=False,
+                          grad_loss=None):
+        """Gradients of ``loss`` for each variable: a list of ``(gradient, variable)``.
+
+        The gradient is ``None`` for a variable that ``loss`` does not depend on.
+
+        >>> [(dw, w), (db, b)] = opt.compute_gradients(loss, var_list=[w, b])
+        """
+        if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
+            raise ValueError("gate_gradients must be one of: Optimizer.GATE_NONE, "
+                             f"Optimizer.GATE_OP, Optimizer.GATE_GRAPH. Not {gate_gradients}")
+        loss = convert_to_tensor(loss)
+        _assert_valid_dtypes([loss])
+        var_list = trainable_variables() if var_list is None else list(var_list)
+        if not var_list:
+            raise ValueError("No variables to optimize.")
+        for v in var_list:
+            _check_variable(v)
+        grads = gradients(loss, var_list, grad_ys=None if grad_loss is None else [grad_loss])
+        if gate_gradients == self.GATE_GRAPH:
+            # No gradient is available before all of them are.
+            grads = tuple_(grads)
+        grads_and_vars = list(zip(grads, var_list))
+        _assert_valid_dtypes([v for g, v in grads_and_vars if g is not None])
+        return grads_and_vars
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """One op that applies each ``(gradient, variable)`` pair's update.
+
+        Pairs whose gradient is ``None`` are skipped. Slot variables are created
+        here, so run ``df.global_variables_initializer()`` built afterwards.
+
+        >>> train_op = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
+        """
+        pairs = _convert_pairs(grads_and_vars)
+        var_list = [v for g, v in pairs if g is not None]
+        if not var_list:
+            raise ValueError(f"No gradients provided for any variable: "
+                             f"{[str(v) for _, v in pairs]}.")
+        graph = get_default_graph()
+        # Slots are graph-global state: make them outside any dependencies of the caller.
+        with graph.control_dependencies(None):
+            self._create_slots(var_list)
+        with graph.name_scope(name or self._name):
+            self._hyper_cache = {}
+            self._prepare()
+            update_ops = []
+            for grad, var in pairs:
+                if grad is None:
+                    continue
+                with graph.name_scope("update_" + _var_op_name(var)):
+                    update_ops.append(self._apply_dense(grad, var))
+            if global_step is None:
+                train_op = self._finish(update_ops, "update")
+            else:
+                with graph.control_dependencies([self._finish(update_ops, "update")]):
+                    train_op = global_step.assign_add(1, name="increment_global_step").op
+        graph.add_to_collection(TRAIN_OP, train_op)
+        return train_op
+
+    # -- slots ------------------------------------------------------------------------------
+    def get_slot(self, var, name):
+        """The slot variable ``name`` (e.g. ``"m"``) kept for ``var``, or ``None``.
+
+        >>> m = AdamOptimizer().get_slot(w, "m")
+        """
+        return self._slots.get(name, {}).get(var)
+
+    def get_slot_names(self):
+        """Names of the slots this optimizer creates, sorted.
+
+        >>> MomentumOptimizer(0.1, 0.9).get_slot_names()
+        ['momentum']
+        """
+        return sorted(self._slots)
+
+    def variables(self):
+        """The variables this optimizer created in the default graph (slots and others).
+
+        >>> sess.run(df.variables_initializer(opt.variables()))
+        """
+        graph = get_default_graph()
+        found = [v for slots in self._slots.values() for v in slots.values()
+                 if v.graph is graph]
+        found += [v for (g, _), v in self._non_slot_dict.items() if g is graph]
+        return sorted(found, key=lambda v: v.name)
+
+    def _zeros_slot(self, var, slot_name, op_name):
+        """A zero-initialized, non-trainable slot for ``var`` named ``<var>/<op_name>``."""
+        slots = self._slots.setdefault(slot_name, {})
+        if var not in slots:
+            # A name ending in "/" reenters the variable's scope verbatim, as TF names slots.
+            with var.graph.name_scope(_var_op_name(var) + "/"):
+                slots[var] = Variable(_zeros_initial_value(var), trainable=False,
+                                      name=op_name, dtype=var.dtype)
+        return slots[var]
+
+    def _get_or_make_non_slot(self, initial_value, name, colocate_with):
+        """A variable shared by all updates of this optimizer in ``colocate_with``'s graph."""
+        key = (colocate_with.graph, name)
+        if key not in self._non_slot_dict:
+            with colocate_with.graph.name_scope(""):
+                self._non_slot_dict[key] = Variable(initial_value, trainable=False, name=name,
+                                                    dtype=colocate_with.dtype)
+        return self._non_slot_dict[key]
+
+    def _get_non_slot(self, name, graph=None):
+        return self._non_slot_dict.get((graph or get_default_graph(), name))
+
+    # -- hyperparameters ---------------------------------------------------------------------
+    def _hyper(self, name, value, dtype):
+        """``value`` as a tensor of ``dtype``, made once per apply_gradients call.
+
+        A Python number is converted straight to ``dtype`` (no float32 rounding of, say,
+        a float64 learning rate); a tensor is cast, as TF does.
+        """
+        key = (name, dtype)
+        if key not in self._hyper_cache:
+            value = _call_if_callable(value)
+            if isinstance(value, (Tensor, Variable)):
+                t = cast(value, dtype, name=name)
+            else:
+                t = convert_to_tensor(value, dtype=dtype, name=name)
+            self._hyper_cache[key] = t
+        return self._hyper_cache[key]
+
+    # -- what subclasses implement ---------------------------------------------------------
+    def _create_slots(self, var_list):
+        """Create the per-variable state (zeros slots); nothing by default."""
+
+    def _prepare(self):
+        """Build tensors shared by all updates of one apply_gradients call."""
+
+    def _apply_dense(self, grad, var):
+        """Return an op or tensor that applies ``grad`` to ``var``."""
+        raise NotImplementedError()
+
+    def _finish(self, update_ops, name_scope):
+        """One op running every update (subclasses add follow-up updates)."""
+        return group(*update_ops, name=name_scope)
+
+
+def _var_op_name(var):
+    """TF's ``var.op.name``: the variable's name without the output index."""
+    # (Variable.op here is the handle op, whose name repeats the scope, e.g. "w/w".)
+    return var.name.rsplit(":", 1)[0]
+
+
+def _check_variable(v):
+    if not isinstance(v, Variable):
+        raise TypeError(f"Trying to optimize unsupported type {v!r}: only df.Variable "
+                        "objects can be optimized.")
+
+
+def _convert_pairs(grads_and_vars):
+    """``[(grad, var)]`` with each gradient a tensor of its variable's dtype, or None."""
+    pairs = []
+    for pair in tuple(grads_and_vars):
+        try:
+            grad, var = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"grads_and_vars must hold (gradient, variable) pairs, got "
+                            f"{pair!r}") from None
+        _check_variable(var)
+        if grad is not None:
+            try:
+                grad = convert_to_tensor(grad, dtype=var.dtype)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"Gradient for {var.name} must be convertible to a "
+                                f"{var.dtype.name} tensor, or None: {e}") from None
+        pairs.append((grad, var))
+    if not pairs:
+        raise ValueError("No variables provided.")
+    return pairs

@@ -1,0 +1,103 @@
+"""Kernels of the gradient helper ops (:mod:`dataflow.ops.grad_ops`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import register_kernel
+from ._util import np_dtype, scalarize
+from .array import _static_key
+
+
+def _as_shape(shape):
+    """A run-time shape tensor (1-D int array) as a tuple of Python ints."""
+    return tuple(int(d) for d in np.ravel(shape))
+
+
+def _sum_to_shape(grad, shape):
+    shape = _as_shape(shape)
+    if np.shape(grad) == shape:
+        return grad
+    g = np.asarray(grad)
+    lead = g.ndim - len(shape)
+    # Broadcasting prepends axes and stretches size-1 axes: sum both kinds away.
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and g.shape[lead + i] != 1)
+    out = np.sum(g, axis=axes, dtype=g.dtype).reshape(shape)
+    return scalarize(out)
+
+
+@register_kernel("SumToShape")
+def _sum_to_shape_kernel(ctx):
+    return _sum_to_shape
+
+
+@register_kernel("BroadcastTo")
+def _broadcast_to(ctx):
+    def broadcast_to(x, shape):
+        shape = _as_shape(shape)
+        if np.shape(x) == shape:
+            return x
+        # A copy: np.broadcast_to returns a read-only view sharing memory with x.
+        return scalarize(np.array(np.broadcast_to(x, shape)))
+    return broadcast_to
+
+
+@register_kernel("ReducedShape")
+def _reduced_shape(ctx):
+    axis = ctx.attr("axis")
+
+    def reduced_shape(shape):
+        out = np.array(shape, copy=True)
+        if axis is None:
+            out[:] = 1
+        else:
+            out[list(axis)] = 1  # NumPy indexing accepts the negative axes too
+        return out
+    return reduced_shape
+
+
+@register_kernel("GatherGrad")
+def _gather_grad(ctx):
+    axis = ctx.attr("axis")
+    dt = np_dtype(ctx.output_dtypes[0])
+
+    def gather_grad(grad, indices, params_shape):
+        shape = _as_shape(params_shape)
+        out = np.zeros(shape, dtype=dt)
+        ax = axis % len(shape)
+        idx = np.asarray(indices)
+        g = np.asarray(grad)
+        # grad is params[:ax] + indices.shape + params[ax+1:]: bring the index axes to
+        # the front to match ``view[idx]``; np.add.at sums repeated indices.
+        g = np.moveaxis(g, list(range(ax, ax + idx.ndim)), list(range(idx.ndim)))
+        np.add.at(np.moveaxis(out, ax, 0), idx, g)
+        return scalarize(out)
+    return gather_grad
+
+
+def _key(spec, args):
+    """The NumPy basic-indexing key of a StridedSlice ``spec`` (tensor entries from args)."""
+    key = []
+    for item in spec:
+        kind = item[0]
+        if kind == "tensor_int":
+            key.append(int(args[item[1] - 1]))
+        elif kind == "tensor_slice":
+            key.append(slice(*(int(args[r[1] - 1]) if r[0] == "t" else r[1]
+                               for r in item[1:])))
+        else:
+            key.append(_static_key((item,))[0])
+    return tuple(key)
+
+
+@register_kernel("StridedSliceGrad")
+def _strided_slice_grad(ctx):
+    spec = ctx.attr("spec")
+    dt = np_dtype(ctx.output_dtypes[0])
+
+    def strided_slice_grad(grad, shape, *args):
+        out = np.zeros(_as_shape(shape), dtype=dt)
+        # Basic indexing selects each element at most once, so assignment suffices.
+        out[_key(spec, args)] = grad
+        return scalarize(out)
+    return strided_slice_grad
