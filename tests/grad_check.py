@@ -46,10 +46,37 @@ def _placeholder(value, partial):
     return df.placeholder(df.float64, shape=shape)
 
 
-def check_gradients(build, values, partial=False, rng=None, seed=None):
+def _assert_static_shapes(xs, grads, partial):
+    """A gradient's static shape is compatible with its source's, and as fully known."""
+    for i, (x, g) in enumerate(zip(xs, grads)):
+        if g is not None:
+            assert g.shape.is_compatible_with(x.shape), f"input {i}: {g.shape} vs {x.shape}"
+            if not partial:
+                assert g.shape == x.shape, f"input {i}: static {g.shape} vs {x.shape}"
+
+
+def _run_some(sess, tensors, feed):
+    """``sess.run`` of a list that may hold None (kept as None)."""
+    values = iter(sess.run([t for t in tensors if t is not None], feed))
+    return [None if t is None else next(values) for t in tensors]
+
+
+def _weighted_sum_fn(sess, y, w, xs, values, i):
+    """``v -> sum(y * w)`` with input ``i`` fed ``v`` and the others their values."""
+    def f(v):
+        feed = dict(zip(xs, values))
+        feed[xs[i]] = v
+        return float(np.sum(np.asarray(sess.run(y, feed)) * w))
+    return f
+
+
+def check_gradients(build, values, partial=False, rng=None, seed=None,
+                    none_means_zero=False):
     """Assert that ``df.gradients`` of ``build(*xs)`` matches finite differences.
 
-    ``values`` are the float64 inputs; returns the analytic gradients.
+    ``values`` are the float64 inputs; returns the analytic gradients. With
+    ``none_means_zero`` a missing (None) gradient passes where the finite
+    differences are zero (second derivatives of piecewise-linear ops).
     """
     if rng is None:
         rng, seed = fresh_rng()
@@ -59,35 +86,19 @@ def check_gradients(build, values, partial=False, rng=None, seed=None):
         y = build(*xs)
         gy = df.placeholder(df.float64, shape=y.shape)
         grads = df.gradients(y, xs, grad_ys=gy)
-        for i, (x, g) in enumerate(zip(xs, grads)):
-            # The static shape of a gradient is at least as known as its source's.
-            if g is not None:
-                assert g.shape.is_compatible_with(x.shape), f"input {i}: {g.shape} vs {x.shape}"
-                if not partial:
-                    assert g.shape == x.shape, f"input {i}: static {g.shape} vs {x.shape}"
+        _assert_static_shapes(xs, grads, partial)
         with df.Session() as sess:
             feed = dict(zip(xs, values))
-            y0 = np.asarray(sess.run(y, feed))
-            w = rng.standard_normal(y0.shape)
-            feed[gy] = w
-            analytic = sess.run([g for g in grads if g is not None], feed)
-            analytic = iter(analytic)
-            analytic = [None if g is None else next(analytic) for g in grads]
-
-            def scalar(i):
-                def f(v):
-                    run_feed = dict(zip(xs, values))
-                    run_feed[xs[i]] = v
-                    return float(np.sum(np.asarray(sess.run(y, run_feed)) * w))
-                return f
-
+            w = rng.standard_normal(np.shape(sess.run(y, feed)))
+            analytic = _run_some(sess, grads, {**feed, gy: w})
             for i, (v, g) in enumerate(zip(values, analytic)):
-                assert g is not None, f"no gradient for input {i} (seed {seed})"
-                assert np.shape(g) == v.shape, \
-                    f"input {i}: gradient shape {np.shape(g)} != {v.shape} (seed {seed})"
-                assert np.asarray(g).dtype == np.float64, f"input {i}: dtype {np.asarray(g).dtype}"
-                expected = numeric_gradient(scalar(i), v)
-                np.testing.assert_allclose(
-                    g, expected, rtol=RTOL, atol=ATOL,
-                    err_msg=f"gradient of input {i} (seed {seed}, inputs {values})")
+                expected = numeric_gradient(_weighted_sum_fn(sess, y, w, xs, values, i), v)
+                where = f"gradient of input {i} (seed {seed}, inputs {values})"
+                if g is None:
+                    assert none_means_zero, f"no {where}"
+                    np.testing.assert_allclose(expected, 0.0, atol=ATOL, err_msg=where)
+                    continue
+                assert np.shape(g) == v.shape, f"shape {np.shape(g)} != {v.shape}: {where}"
+                assert np.asarray(g).dtype == np.float64, f"dtype {np.asarray(g).dtype}: {where}"
+                np.testing.assert_allclose(g, expected, rtol=RTOL, atol=ATOL, err_msg=where)
     return analytic

@@ -455,3 +455,48 @@ def test_strided_slice_grad_kernel(graph):
     g = np.array([[1.0], [2.0], [3.0]])
     out = _run(grad_ops.strided_slice_grad(g, [3, 2], spec))
     np.testing.assert_array_equal(out, [[0.0, 3.0], [0.0, 2.0], [0.0, 1.0]])
+
+
+# -- second order: every op's gradient graph is itself differentiated ----------------------------------
+
+def _first_gradients(fn):
+    """``xs -> all first derivatives of sum(fn(xs)), flattened and joined``: its own
+    gradient, checked by finite differences of it, holds the second derivatives."""
+    def build(*xs):
+        grads = df.gradients(fn(*xs), list(xs))
+        return df.concat([df.reshape(g, [-1]) for g in grads], 0)
+    return build
+
+
+SECOND_ORDER = {
+    **{f"{t}": (fn, [gen], [(2, 3)]) for t, (fn, gen) in UNARY.items()},
+    **{f"{t}_broadcast": (fn, [gx, gy], [(2, 1), (3,)]) for t, (fn, gx, gy) in BINARY.items()},
+    "Maximum": (df.maximum, None, [(2, 3), (3,)]),
+    "MatMul": (lambda a, b: df.matmul(a, b, transpose_b=True), [generic, generic],
+               [(2, 3), (4, 3)]),
+    "Softmax": (df.nn.softmax, [generic], [(2, 3)]),
+    "LogSoftmax": (df.nn.log_softmax, [generic], [(2, 3)]),
+    "SoftmaxCrossEntropyWithLogits": (
+        lambda z, t: df.nn.softmax_cross_entropy_with_logits(labels=t, logits=z),
+        [generic, positive], [(2, 3), (2, 3)]),
+    "Mean_axis": (lambda x: df.reduce_mean(df.square(x), axis=1), [generic], [(2, 3)]),
+    "Sum_keepdims": (lambda x: df.reduce_sum(x * x * x, axis=0, keepdims=True), [generic],
+                     [(2, 3)]),
+    "Max": (lambda x: df.reduce_max(x * x, axis=-1), None, [(2, 3)]),
+    "Prod": (lambda x: df.reduce_prod(x, axis=0), [nonzero], [(3, 2)]),
+    "Tile_Gather_Slice": (lambda x: df.gather(df.tile(x, [1, 2]), [0, 3], axis=1)[:, 1] ** 3.0,
+                          [generic], [(2, 2)]),
+    "Concat_Pack_Select": (lambda a, b: df.where(df.constant([True, False]),
+                                                 df.concat([a, b], 0), df.stack([a, b]) ** 2.0),
+                           [generic, generic], [(1, 2), (1, 2)]),
+}
+
+
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize("case", sorted(SECOND_ORDER))
+def test_second_order_gradient(case, partial):
+    fn, gens, shapes = SECOND_ORDER[case]
+    rng, seed = fresh_rng()
+    values = distinct(rng, *shapes) if gens is None else [g(rng, s) for g, s in zip(gens, shapes)]
+    check_gradients(_first_gradients(fn), values, partial=partial, rng=rng, seed=seed,
+                    none_means_zero=True)

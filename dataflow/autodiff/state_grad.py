@@ -1,4 +1,6 @@
-"""Gradients of variable ops: a read passes its gradient to the variable's handle."""
+"""Gradients of stateful ops: a variable read passes its gradient to the variable's
+handle; assignments and stacks have none (the stack-based history of while-loop
+gradients is built by the autodiff machinery, not differentiated)."""
 from __future__ import annotations
 
 from .registry import NotDifferentiable, RegisterGradient
@@ -10,5 +12,5 @@ def _read_grad(op, grad):
 
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-           "VarIsInitializedOp"):
+           "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize"):
     NotDifferentiable(_t)
