@@ -12,16 +12,16 @@ several consumers.
 """
 from __future__ import annotations
 
+import collections
+
 from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Operation, Tensor, get_default_graph
+from ..control_flow.context import is_loop_exit
+from .loop_state import forward_while_context, is_loop_switch, maybe_create_control_flow_state
 from .registry import get_gradient_function, is_not_differentiable
 
 __all__ = ["gradients"]
-
-# Ops of while loops: their gradients (stacks, gradient loops) are not built yet.
-_LOOP_OPS = ("Enter", "Exit", "NextIteration")
-
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
@@ -137,11 +137,7 @@ def _backward(ys, xs, grad_ys, stop_ops):
     reached = _reached_from(xs)
     between = _between(ys, reached)
     between_set = set(between)
-    for op in between:
-        if op.type in _LOOP_OPS:
-            raise ValueError(
-                f"Gradients through while_loop are not available yet: '{op.name}' "
-                f"({op.type}) lies between the sources and the targets.")
+    loop_state = maybe_create_control_flow_state(between)
     pending = {op: 0 for op in between}
     for op in between:
         for t in op._inputs:
@@ -155,26 +151,136 @@ def _backward(ys, xs, grad_ys, stop_ops):
     for y, gy in zip(ys, grad_ys):
         grads.setdefault(y, []).append(_initial_grad(y, gy))
 
-    ready = []
+    # First in, first out (as TF): a loop's Exits are all processed, so every loop
+    # Switch gets its first (Exit-side) gradient, before any body gradient reaches it.
+    ready, targets = collections.deque(), set()
     for y in ys:
-        if y.op in between_set and pending[y.op] == 0 and y.op not in ready:
+        if y.op in between_set and pending[y.op] == 0 and y.op not in targets:
+            targets.add(y.op)
+            ready.append(y.op)
+    if loop_state is not None:
+        for y in _unused_loop_exits(loop_state, pending, targets):
+            if y.dtype.is_floating:
+                grads.setdefault(y, []).append(loop_state.zeros_like_for_exit(y))
             ready.append(y.op)
     while ready:
-        op = ready.pop()
-        in_grads = _input_grads(op, grads, stop_ops)
+        op = ready.popleft()
+        in_grads = _input_grads(op, grads, stop_ops, loop_state)
         for t, gi in zip(op._inputs, in_grads):
             if gi is not None and _backpropagatable(t):
                 grads.setdefault(t, []).append(gi)
-            if t.op in between_set:
-                pending[t.op] -= 1
-                if pending[t.op] == 0:
-                    ready.append(t.op)
+        _update_pending(op, between_set, pending, ready, grads, loop_state)
+    if loop_state is not None:
+        _patch_ignored_loop_variables(loop_state)
     return [_aggregate(grads.get(x)) for x in xs]
 
 
-def _input_grads(op: Operation, grads: dict, stop_ops: set):
-    """Build the gradients of ``op``'s inputs from its (aggregated) output gradients."""
-    out_grads = [_aggregate(grads.get(t)) for t in op._outputs]
+def _update_pending(op, between_set, pending, ready, grads, loop_state):
+    """Count ``op``'s inputs as done; queue the producers whose gradients are complete.
+
+    In a while loop, a Switch is queued at its first gradient (from the Exit) and again
+    at its last (from the body), and the Exits of a loop are processed together, once
+    each has its gradient or is known to get none.
+    """
+    for t in op._inputs:
+        src = t.op
+        if src not in between_set:
+            continue
+        pending[src] -= 1
+        is_ready = pending[src] == 0
+        if not is_ready and loop_state is not None:
+            is_ready = pending[src] > 0 and is_loop_switch(src)
+        if not is_ready:
+            continue
+        if loop_state is not None and is_loop_exit(src):
+            _defer_exit(t, loop_state, ready, grads)
+        else:
+            ready.append(src)
+
+
+def _defer_exit(t, loop_state, ready, grads):
+    state = loop_state.get_grad_state(t.op, before=False)
+    state.deferred_exits.append(t)
+    state.pending_exits_count -= 1
+    if state.pending_exits_count:
+        return
+    used = [y for y in state.deferred_exits if any(grads.get(o) for o in y.op._outputs)]
+    state.unused_exits.extend(y for y in state.deferred_exits if y not in used)
+    ready.extend(y.op for y in used)
+    for y in state.unused_exits:
+        if used and y.dtype.is_floating:
+            # Some exit has a gradient: the loop's gradient runs, and an unused exit
+            # contributes zeros to it.
+            grads.setdefault(y, []).append(loop_state.zeros_like_for_exit(y))
+        ready.append(y.op)
+
+
+def _unused_loop_exits(loop_state, pending, targets):
+    """Exits that no gradient reaches: they get zeros once all of their loop's exits are
+    accounted for (TF's ProcessUnusedLoopExits)."""
+    exits = []
+    for state in loop_state.states():
+        for y in state.forward_loop_exits:
+            if pending.get(y.op, 0) == 0:
+                state.pending_exits_count -= 1
+                if y.op not in targets:
+                    state.unused_exits.append(y)
+                if state.pending_exits_count == 0:
+                    exits.extend(state.unused_exits)
+    return exits
+
+
+def _patch_ignored_loop_variables(loop_state):
+    """A loop variable whose next value does not depend on its current one: its
+    gradient for iterations after the first is zero."""
+    from ..ops.array_ops import shape as shape_of
+    from ..ops.array_ops import zeros
+    from ..ops.control_flow_ops import next_iteration
+    for state in loop_state.states():
+        for b_merge in state.switch_map.values():
+            first, second = b_merge.op.inputs
+            if first is not second:
+                continue
+            if first.shape.is_fully_defined():
+                state.grad_context.Enter()
+                try:
+                    nxt = next_iteration(zeros(first.shape.as_list(), first.dtype))
+                finally:
+                    state.grad_context.Exit()
+            else:
+                outer = state.grad_context.outer_context
+                entered = first.op.inputs[0]
+                if outer is not None:
+                    outer.Enter()
+                try:
+                    zero = zeros(shape_of(entered), first.dtype)
+                finally:
+                    if outer is not None:
+                        outer.Exit()
+                state.grad_context.Enter()
+                try:
+                    nxt = next_iteration(zero)
+                finally:
+                    state.grad_context.Exit()
+            b_merge.op._update_input(1, nxt)
+
+
+def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
+    """Build the gradients of ``op``'s inputs from its (summed) output gradients.
+
+    The sum is built where the output gradients live (for an Exit: the enclosing
+    gradient loop); the gradient function runs in the gradient loop of ``op``'s own
+    loop, if it has one.
+    """
+    state = loop_state.enter_grad_context(op, before=True) if loop_state else None
+    try:
+        out_grads = [_aggregate(grads.get(t)) for t in op._outputs]
+        for t, gr in zip(op._outputs, out_grads):
+            if gr is not None:  # summed once: a loop Switch's second visit reuses it
+                grads[t] = [gr]
+    finally:
+        if state is not None:
+            state.grad_context.Exit()
     none = [None] * len(op._inputs)
     if op in stop_ops or all(g is None for g in out_grads):
         return none
@@ -186,10 +292,16 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set):
                           f"{op.type}). Register one with df.RegisterGradient('{op.type}') "
                           f"or declare it with df.NotDifferentiable('{op.type}').")
     g = op.graph
-    with g.name_scope(op.name + "_grad"):
-        out_grads = [gr if gr is not None or not t.dtype.is_floating else _zeros_for(op, i)
-                     for i, (t, gr) in enumerate(zip(op._outputs, out_grads))]
-        result = fn(op, *out_grads)
+    state = loop_state.enter_grad_context(op, before=False) if loop_state else None
+    try:
+        with g.name_scope(op.name + "_grad"):
+            out_grads = [gr if gr is not None or not t.dtype.is_floating
+                         else _missing_grad(op, i, loop_state)
+                         for i, (t, gr) in enumerate(zip(op._outputs, out_grads))]
+            result = fn(op, *out_grads)
+    finally:
+        if state is not None:
+            state.grad_context.Exit()
     result = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(result) != len(op._inputs):
         raise ValueError(f"Gradient function of '{op.name}' ({op.type}) returned "
@@ -199,3 +311,14 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set):
             raise TypeError(f"Gradient function of '{op.name}' ({op.type}) returned a "
                             f"{gi.dtype.name} gradient for {t.dtype.name} input {t.name}")
     return result
+
+
+def _missing_grad(op, index, loop_state):
+    """Zeros for an output nobody differentiates (None for a loop Switch's body side)."""
+    if loop_state is not None and forward_while_context(op) is not None:
+        if is_loop_switch(op):
+            return None
+        zero = loop_state.zeros_like(op, index)
+        if zero is not None:
+            return zero
+    return _zeros_for(op, index)

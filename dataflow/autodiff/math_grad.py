@@ -7,6 +7,7 @@ run-time shapes, since static shapes may be partly unknown.
 """
 from __future__ import annotations
 
+from .. import dtypes as _dtypes
 from ..ops import array_ops, grad_ops, math_ops
 from ..ops.array_ops import shape
 from ..ops.math_ops import cast, reduce_sum
@@ -257,11 +258,22 @@ RegisterGradient("Min")(_extremum_grad)
 
 @RegisterGradient("Prod")
 def _prod_grad(op, grad):
-    # d prod / d x_i = prod / x_i: exact for nonzero inputs (TF's cumprod trick that
-    # also covers zeros is not reproduced).
+    """d prod / d x_i is the product of the other elements. Dividing the product by x_i
+    fails at zeros, so zeros are counted: with none it is prod / x_i, with exactly one
+    the zero element gets the product of the nonzero ones and the rest 0, with more
+    every element gets 0."""
     x = op.inputs[0]
-    y = _keepdims_value(op, op.outputs[0])
-    return [_unreduce(op, grad) * y / x]
+    axis = op.get_attr("axis")
+    is_zero = math_ops.equal(x, 0)
+    safe_x = array_ops.where(is_zero, array_ops.ones_like(x), x)
+    nonzero_prod = math_ops.reduce_prod(safe_x, axis=axis, keepdims=True)
+    zero_count = reduce_sum(cast(is_zero, _dtypes.int32), axis=axis, keepdims=True)
+    zeros = _zeros(x)
+    others = array_ops.where(
+        is_zero,
+        array_ops.where(math_ops.equal(zero_count, 1), nonzero_prod, zeros),
+        array_ops.where(math_ops.equal(zero_count, 0), nonzero_prod / safe_x, zeros))
+    return [_unreduce(op, grad) * others]
 
 
 # -- matmul ------------------------------------------------------------------------------------

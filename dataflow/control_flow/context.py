@@ -60,8 +60,21 @@ def _is_containing(outer, inner) -> bool:
     return True
 
 
-# Extra validity rules (the autodiff package adds rules for gradient loops).
-_EXTRA_VALIDITY_RULES: list = []
+def _gradient_loop_may_read(while_ctx, input_while) -> bool:
+    """Reads between a gradient loop and its forward loop that autodiff builds (TF's rules):
+    a gradient loop reads its forward loop's values (then turned into stack pops) and
+    its inner loops' values, and a forward loop's ops feed their gradient loop."""
+    if while_ctx is not None and while_ctx.grad_state is not None:
+        forward = while_ctx.grad_state.forward_context
+        if _is_containing(input_while, forward):
+            return True
+        if input_while is not None and input_while.outer_context is not None \
+                and input_while.outer_context.GetWhileContext() is forward:
+            return True
+    if input_while is not None and input_while.grad_state is not None:
+        if input_while.grad_state.forward_context is while_ctx:
+            return True
+    return False
 
 
 def check_input_from_valid_context(op: Operation, input_op: Operation) -> None:
@@ -82,7 +95,7 @@ def check_input_from_valid_context(op: Operation, input_op: Operation) -> None:
             return
     elif _is_containing(input_while, while_ctx):
         return
-    if any(rule(op, input_op, while_ctx, input_while) for rule in _EXTRA_VALIDITY_RULES):
+    if _gradient_loop_may_read(while_ctx, input_while):
         return
     loop = input_while.name if input_while is not None else "?"
     raise ValueError(
@@ -228,7 +241,7 @@ class WhileContext(ControlFlowContext):
     """The context of one while loop: its frame name, pivots and captured invariants."""
 
     def __init__(self, name="while_context", parallel_iterations=10, back_prop=True,
-                 swap_memory=False, maximum_iterations=None):
+                 swap_memory=False, maximum_iterations=None, grad_state=None):
         super().__init__()
         self.name = self._graph.unique_name(name)
         self.parallel_iterations = parallel_iterations
@@ -240,10 +253,8 @@ class WhileContext(ControlFlowContext):
         self.pivot_for_body = None   # first body Identity: control pivot of the body
         self.loop_enters: list = []
         self.loop_exits: list = []
-        self.grad_state = None       # set by autodiff for gradient loops
-        # Hook for autodiff: maps a forward value used by a gradient loop to the value
-        # that loop should read (e.g. a stack pop). None means: capture normally.
-        self.capture_hook = None
+        # For a gradient loop: the autodiff state linking it to its forward loop.
+        self.grad_state = grad_state
 
     def IsWhileContext(self):  # noqa: N802
         return True
@@ -259,11 +270,10 @@ class WhileContext(ControlFlowContext):
         if val in self._values or val.op._control_flow_context is self:
             return self._external_values.get(val, val)
         self._values.add(val)
-        if self.capture_hook is not None:
-            real = self.capture_hook(val)
-            if real is not None:
-                self._external_values[val] = real
-                return real
+        real = self._value_from_forward_loop(val)
+        if real is not None:
+            self._external_values[val] = real
+            return real
         result = val
         if self.outer_context is not None:
             result = self.outer_context.AddValue(val)
@@ -271,6 +281,25 @@ class WhileContext(ControlFlowContext):
         self._values.add(enter)
         self._external_values[val] = enter
         return enter
+
+    def _value_from_forward_loop(self, val: Tensor):
+        """While building a gradient loop, a value of its forward loop is read back from
+        the history the forward loop saved (a stack pop), not captured."""
+        current = self._graph._get_control_flow_context()
+        grad_ctx = current.GetWhileContext() if current is not None else None
+        if grad_ctx is None or grad_ctx.grad_state is None:
+            return None
+        forward = get_output_context(val.op)
+        forward = forward.GetWhileContext() if forward is not None else None
+        if forward is not grad_ctx.grad_state.forward_context:
+            return None
+        return grad_ctx.grad_state.get_real_value(val)
+
+    def ExitResult(self, result):  # noqa: N802
+        """Make the loop's results known to the enclosing context."""
+        if self.outer_context is not None:
+            for t in result:
+                self.outer_context.AddName(t)
 
     def _enter(self, val: Tensor, is_constant: bool) -> Tensor:
         from ..ops.control_flow_ops import enter

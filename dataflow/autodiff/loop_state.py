@@ -1,0 +1,410 @@
+"""The state that connects a forward while loop to its gradient loop.
+
+For every forward loop that ``gradients`` passes through, a :class:`GradLoopState`
+
+* adds a counter to the forward loop (``f_count``: how many iterations ran);
+* builds the gradient loop's :class:`WhileContext` with a counter running that
+  many iterations back down (``b_count``);
+* saves forward values the gradient needs: each is pushed onto a stack in the
+  forward loop (one entry per iteration, pushes ordered by iteration) and popped
+  in the gradient loop (:meth:`GradLoopState.get_real_value`). Loop invariants and
+  constants are not stacked; values of an enclosing loop are stacked there.
+
+Nested loops nest the states: an inner loop's iteration count of each outer
+iteration is itself a forward value of the outer loop, saved on the outer stack.
+:class:`ControlFlowState` keeps one state per forward loop.
+"""
+from __future__ import annotations
+
+from ..control_flow.context import (CondContext, WhileContext, get_output_context,
+                                    is_loop_constant_enter, is_loop_exit)
+from ..framework.convert import constant
+from ..framework.graph import Tensor, get_default_graph
+from ..ops import data_flow_ops
+from ..ops.array_ops import shape as shape_of
+from ..ops.array_ops import zeros, zeros_like
+from ..ops.control_flow_ops import control_trigger, exit as exit_op, loop_cond, merge
+from ..ops.control_flow_ops import next_iteration, switch
+from ..ops.math_ops import add, greater_equal, subtract
+
+__all__ = ["GradLoopState", "ControlFlowState", "forward_while_context"]
+
+
+def forward_while_context(op):
+    """The while loop ``op`` belongs to (an Exit belongs to the loop it leaves)."""
+    ctx = op._control_flow_context
+    return ctx.GetWhileContext() if ctx is not None else None
+
+
+def _add_forward_loop_counter(forward):
+    """``f_count``: counts the forward loop's iterations; returns (total, next_index)."""
+    n = constant(0, name="f_count")
+    forward.Enter()
+    try:
+        forward.AddName(n)
+        enter_n = forward._enter(n, is_constant=False)
+        forward.loop_enters.append(enter_n)
+        merge_n = merge([enter_n, enter_n])[0]
+        switch_n = switch(merge_n, forward.pivot)
+        index = add(switch_n[1], 1)
+        next_n = next_iteration(index)
+        merge_n.op._update_input(1, next_n)
+        total = exit_op(switch_n[0], name="f_count")
+        forward.loop_exits.append(total)
+        forward.ExitResult([total])
+    finally:
+        forward.Exit()
+    return total, next_n
+
+
+def _add_backprop_loop_counter(grad_ctx, count, outer_grad_state):
+    """``b_count``: the gradient loop runs while its counter, starting at ``count``, is
+    at least 1; returns the counter's NextIteration."""
+    one = constant(1, name="b_count")
+    grad_ctx.Enter()
+    try:
+        grad_ctx.AddName(count)
+        enter_count = grad_ctx._enter(count, is_constant=False)
+        grad_ctx.loop_enters.append(enter_count)
+        merge_count = merge([enter_count, enter_count])[0]
+        grad_ctx.pivot_for_pred = merge_count
+        grad_ctx.pivot = loop_cond(greater_equal(merge_count, one), name="b_count")
+        switch_count = switch(merge_count, grad_ctx.pivot)
+        index = subtract(switch_count[1], one)
+        grad_ctx.pivot_for_body = index
+        next_count = next_iteration(index)
+        merge_count.op._update_input(1, next_count)
+        final_zero = exit_op(switch_count[0], name="b_count")
+        grad_ctx.loop_exits.append(final_zero)
+        if outer_grad_state is not None:
+            # The pops of one run of this inner loop come before those of the next.
+            outer_grad_state.grad_sync._add_control_input(final_zero.op)
+        grad_ctx.ExitResult([final_zero])
+    finally:
+        grad_ctx.Exit()
+    return next_count
+
+
+class GradLoopState:
+    """The gradient side of one forward while loop (see the module docstring)."""
+
+    def __init__(self, forward: WhileContext, outer_grad_state):
+        self.forward_context = forward
+        self.outer_grad_state = outer_grad_state
+        self.history_map: dict = {}     # forward tensor -> its value in the gradient loop
+        self.switch_map: dict = {}      # forward loop Switch op -> gradient Merge
+        self.forward_loop_exits = list(forward.loop_exits)
+        self.pending_exits_count = len(self.forward_loop_exits)
+        self.deferred_exits: list = []
+        self.unused_exits: list = []
+        self._forward_sync = None
+        self._grad_sync = None
+        outer_forward = forward.outer_context
+        total, self.forward_index = self._in(
+            outer_forward, lambda: _add_forward_loop_counter(forward))
+        name = forward.name.split("/")[-1] if "/" in forward.name else forward.name
+        kwargs = dict(name=name, parallel_iterations=forward.parallel_iterations,
+                      back_prop=forward.back_prop, swap_memory=forward.swap_memory,
+                      maximum_iterations=forward.maximum_iterations, grad_state=self)
+        if outer_grad_state is not None:
+            # Nested: this loop's trip count of each outer iteration is an outer history.
+            outer_forward.AddName(total)
+            history = outer_grad_state.add_forward_accumulator(total)
+            outer_grad = outer_grad_state.grad_context
+            outer_grad.Enter()
+            try:
+                self.grad_context = WhileContext(**kwargs)
+                real_count = outer_grad_state.add_backprop_accumulated_value(history, total)
+                self.grad_index = _add_backprop_loop_counter(self.grad_context, real_count,
+                                                             outer_grad_state)
+            finally:
+                outer_grad.Exit()
+        else:
+            def build():
+                self.grad_context = WhileContext(**kwargs)
+                return _add_backprop_loop_counter(self.grad_context, total, None)
+            self.grad_index = self._in(outer_forward, build)
+
+    @staticmethod
+    def _in(ctx, fn):
+        if ctx is None:
+            return fn()
+        ctx.Enter()
+        try:
+            return fn()
+        finally:
+            ctx.Exit()
+
+    # -- synchronisation -------------------------------------------------------------------
+    @property
+    def forward_sync(self):
+        """A ControlTrigger in the forward loop that the next iteration waits for: pushes
+        made inside conds order themselves before it."""
+        if self._forward_sync is None:
+            g = get_default_graph()
+            with g.control_dependencies(None):
+                self._forward_sync = control_trigger(name="f_sync")
+            self._forward_sync._set_control_flow_context(self.forward_context)
+            self.forward_index.op._add_control_input(self._forward_sync)
+        return self._forward_sync
+
+    @property
+    def grad_sync(self):
+        """A ControlTrigger in the gradient loop after all pops of an iteration: the next
+        iteration's pops wait for it (pops stay in iteration order)."""
+        if self._grad_sync is None:
+            g = get_default_graph()
+            with g.control_dependencies(None):
+                self._grad_sync = control_trigger(name="b_sync")
+            self._grad_sync._set_control_flow_context(self.grad_context)
+            self.grad_index.op._add_control_input(self._grad_sync)
+        return self._grad_sync
+
+    # -- history: push in the forward loop, pop in the gradient loop -----------------------
+    def add_forward_accumulator(self, value: Tensor, dead_branch=False) -> Tensor:
+        """Push ``value`` in every forward iteration; returns the stack handle."""
+        g = get_default_graph()
+        current = g._get_control_flow_context()
+        with g.control_dependencies(None):
+            if current is not None:
+                current.Enter()
+            try:
+                handle = data_flow_ops.stack(value.dtype, name="f_acc")
+            finally:
+                if current is not None:
+                    current.Exit()
+            enter_handle = self.forward_context.AddValue(handle)
+            value_ctx = get_output_context(value.op)
+            swap = self.forward_context.swap_memory
+            if value_ctx is self.forward_context:
+                self.forward_context.Enter()
+                try:
+                    push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
+                finally:
+                    self.forward_context.Exit()
+                # The next iteration starts only after this iteration's push.
+                self.forward_index.op._add_control_input(push.op)
+            else:
+                if not isinstance(value_ctx, CondContext):
+                    raise TypeError(f"Cannot save {value.name} for the gradient: it is in "
+                                    f"an unexpected context")
+                ctx = value_ctx.outer_context if dead_branch else value_ctx
+                ctx.Enter()
+                try:
+                    push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
+                finally:
+                    ctx.Exit()
+                push.op._set_control_flow_context(value_ctx)
+                self.forward_sync._add_control_input(push.op)
+            # ... and after this iteration's counter increment (pushes in iteration order).
+            push.op._add_control_input(self.forward_index.op.inputs[0].op)
+        return handle
+
+    def add_backprop_accumulated_value(self, history: Tensor, value: Tensor,
+                                       dead_branch=False) -> Tensor:
+        """Pop, in the gradient loop, the value pushed by :meth:`add_forward_accumulator`.
+
+        A value saved inside a cond branch is popped behind a Switch on the cond's
+        predicate (itself popped from history), so the pop happens exactly in the
+        iterations that pushed.
+        """
+        history_ctx = history.op._control_flow_context
+        cond_ctx = None
+        ctx = value.op._control_flow_context
+        while ctx is not None and ctx is not history_ctx:
+            if isinstance(ctx, CondContext):
+                cond_ctx = ctx
+                break
+            ctx = ctx.outer_context
+        g = get_default_graph()
+        with g.control_dependencies(None):
+            self.grad_context.Enter()
+            try:
+                if cond_ctx is not None:
+                    pred = None
+                    state = self
+                    while pred is None and state is not None:
+                        pred = state.history_map.get(cond_ctx.pred)
+                        state = state.outer_grad_state
+                    if pred is None:
+                        pred = cond_ctx.pred
+                    branch = (1 - cond_ctx.branch) if dead_branch else cond_ctx.branch
+                    history = switch(history, pred)[branch]
+                pop = data_flow_ops.stack_pop(history, value.dtype, shape=value.shape)
+            finally:
+                self.grad_context.Exit()
+        if self.grad_context.parallel_iterations > 1:
+            self.grad_sync._add_control_input(pop.op)
+        return pop
+
+    def get_real_value(self, value: Tensor) -> Tensor:
+        """The value of forward tensor ``value`` as the gradient loop sees it."""
+        real = self.history_map.get(value)
+        if real is not None:
+            return real
+        cur_value, cur_state, history = value, self, None
+        while True:
+            enter_op = _loop_constant_enter(cur_value)
+            if enter_op is not None:
+                # A loop invariant: look through the Enter, to the enclosing loop.
+                cur_value = enter_op.inputs[0]
+                cur_state = cur_state.outer_grad_state
+                if cur_state is None:
+                    real = self.grad_context.AddValue(cur_value)
+                    break
+            elif cur_value.op.type == "Const":
+                # Constants are rebuilt in the gradient loop instead of stacked.
+                real = constant(cur_value.op.get_attr("value"), dtype=cur_value.dtype)
+                break
+            else:
+                self.grad_context.Exit()
+                try:
+                    history = cur_state.add_forward_accumulator(cur_value)
+                finally:
+                    self.grad_context.Enter()
+                break
+        if real is None:
+            real = cur_state.add_backprop_accumulated_value(history, cur_value)
+            if cur_state is not self:
+                real = self.grad_context.AddValue(real)
+        self.history_map[value] = real
+        return real
+
+
+def _loop_constant_enter(t: Tensor):
+    """The loop-invariant Enter ``t`` comes from (through Identity ops), if any."""
+    op = t.op
+    while op.type == "Identity":
+        op = op.inputs[0].op
+    return op if is_loop_constant_enter(op) else None
+
+
+class ControlFlowState:
+    """One :class:`GradLoopState` per forward while loop the gradient passes through."""
+
+    def __init__(self):
+        self._map: dict = {}
+
+    def get_grad_state(self, op, before: bool):
+        """The state whose gradient context ``op``'s gradient is built in. Before the
+        gradient of an Exit is built (while summing its output gradients) that is the
+        enclosing loop's; otherwise the loop ``op`` is in."""
+        if before and is_loop_exit(op):
+            ctx = op._control_flow_context.outer_context
+            forward = ctx.GetWhileContext() if ctx is not None else None
+        else:
+            forward = forward_while_context(op)
+        return self._map.get(forward) if forward is not None else None
+
+    def enter_grad_context(self, op, before: bool):
+        state = self.get_grad_state(op, before)
+        if state is not None:
+            state.grad_context.Enter()
+        return state
+
+    def add_loop(self, forward: WhileContext):
+        """Create (once) the state of ``forward`` and of every loop enclosing it."""
+        state = self._map.get(forward)
+        if state is None:
+            outer = forward.outer_context.GetWhileContext() if forward.outer_context else None
+            outer_state = self.add_loop(outer) if outer is not None else None
+            state = self._map[forward] = GradLoopState(forward, outer_state)
+        return state
+
+    def states(self):
+        return list(self._map.values())
+
+    def zeros_like_for_exit(self, exit_tensor: Tensor) -> Tensor:
+        """A zero gradient for an Exit whose output nothing differentiates."""
+        forward = exit_tensor.op._control_flow_context
+        outer = forward.outer_context.GetWhileContext() if forward.outer_context else None
+        outer_state = self._map.get(outer) if outer is not None else None
+        shape = exit_tensor.shape
+        if outer_state is None:
+            if shape.is_fully_defined():
+                return zeros(shape.as_list(), exit_tensor.dtype)
+            return zeros_like(exit_tensor)
+        if shape.is_fully_defined():
+            outer_state.grad_context.Enter()
+            try:
+                return zeros(shape.as_list(), exit_tensor.dtype)
+            finally:
+                outer_state.grad_context.Exit()
+        forward.outer_context.Enter()
+        try:
+            dyn_shape = shape_of(exit_tensor)
+        finally:
+            forward.outer_context.Exit()
+        history = outer_state.add_forward_accumulator(dyn_shape)
+        outer_state.grad_context.Enter()
+        try:
+            real_shape = outer_state.add_backprop_accumulated_value(history, dyn_shape)
+            return zeros(real_shape, exit_tensor.dtype)
+        finally:
+            outer_state.grad_context.Exit()
+
+    def zeros_like(self, op, index: int):
+        """A zero gradient for output ``index`` of ``op`` inside a forward loop (None for
+        a loop Switch: its missing side is filled in by its second visit)."""
+        if op.type == "Switch" and _is_loop_switch(op):
+            return None
+        forward = forward_while_context(op)
+        state = self._map.get(forward) if forward is not None else None
+        val = op.outputs[index]
+        if state is None:
+            return None  # caller falls back to the loop-free zeros
+        dead_branch = op.type == "Switch"
+        op_ctx = op._control_flow_context
+        if val.shape.is_fully_defined():
+            result = zeros(val.shape.as_list(), val.dtype)
+            if dead_branch:
+                pred = state.history_map.get(op_ctx.pred, op_ctx.pred)
+                result = switch(result, pred)[1 - op_ctx.branch]
+            return result
+        if dead_branch:
+            op_ctx.outer_context.Enter()
+            try:
+                other = switch(op.inputs[0], op_ctx.pred)[1 - op_ctx.branch]
+                dyn_shape = shape_of(other)
+            finally:
+                op_ctx.outer_context.Exit()
+            other.op._set_control_flow_context(op_ctx)
+            dyn_shape.op._set_control_flow_context(op_ctx)
+        else:
+            op_ctx.Enter()
+            try:
+                dyn_shape = shape_of(val)
+            finally:
+                op_ctx.Exit()
+        state.grad_context.Exit()
+        try:
+            history = state.add_forward_accumulator(dyn_shape, dead_branch=dead_branch)
+        finally:
+            state.grad_context.Enter()
+        real_shape = state.add_backprop_accumulated_value(history, dyn_shape, dead_branch)
+        return zeros(real_shape, val.dtype)
+
+
+def _is_loop_switch(op) -> bool:
+    ctx = op._control_flow_context
+    return op.type == "Switch" and ctx is not None and ctx.IsWhileContext()
+
+
+def is_loop_switch(op) -> bool:
+    """A Switch of a while loop (processed twice by the gradient walk)."""
+    return _is_loop_switch(op)
+
+
+def maybe_create_control_flow_state(between_ops):
+    """A ControlFlowState if any op between sources and targets leaves a while loop."""
+    state = None
+    for op in between_ops:
+        if is_loop_exit(op):
+            if state is None:
+                state = ControlFlowState()
+            forward = op._control_flow_context
+            if forward.grad_state is not None:
+                raise TypeError(f"Second-order gradient for while loops not supported "
+                                f"('{op.name}' is in a gradient loop)")
+            state.add_loop(forward)
+    return state
