@@ -179,3 +179,18 @@ def test_second_order_gradient_through_a_loop_raises_clearly():
         (gx,) = df.gradients(y, [x])
         with pytest.raises(TypeError, match="Second-order gradient for while loops"):
             df.gradients(gx, [x])
+
+
+def test_shapes_needed_by_backprop_are_computed_in_the_forward_loop():
+    """Backprop of sum and broadcasting needs only shapes: those are stacked, not v."""
+    with df.Graph().as_default() as g:
+        x = df.placeholder(df.float64, [None])
+        _, v, s = df.while_loop(lambda i, v, s: i < 3,
+                                lambda i, v, s: (i + 1, v + 1.0, s + df.reduce_sum(v)),
+                                (0, x, df.constant(0.0, df.float64)))
+        (gx,) = df.gradients(s, [x])
+        pushed = [op.inputs[1] for op in ops_of_type(g, "StackPush")]
+        with df.Session() as sess:
+            got = sess.run(gx, {x: [1.0, 2.0]})
+    np.testing.assert_allclose(got, [3.0, 3.0])
+    assert pushed and all(t.dtype.is_integer for t in pushed)

@@ -138,6 +138,14 @@ def _backward(ys, xs, grad_ys, stop_ops):
     between = _between(ys, reached)
     between_set = set(between)
     loop_state = maybe_create_control_flow_state(between)
+    if loop_state is not None:
+        # Every Exit of a differentiated loop takes part (an unused one with zeros), so
+        # each loop Switch gets its first, Exit-side gradient.
+        for state in loop_state.states():
+            for y in state.forward_loop_exits:
+                if y.op not in between_set:
+                    between_set.add(y.op)
+                    between.append(y.op)
     pending = {op: 0 for op in between}
     for op in between:
         for t in op._inputs:
