@@ -91,7 +91,7 @@ def final_state(x, wx, wh, b):
     return h
 
 
-def build_model(learning_rate=0.01, seed=0):
+def build_model(learning_rate=0.005, seed=0):
     """Placeholders, logits, loss and Adam's training op of the RNN, in the default graph.
 
     >>> model = build_model()
@@ -130,7 +130,7 @@ def evaluate(sess, model, x, y):
     return float(loss), float(accuracy)
 
 
-def main(epochs=30, batch_size=32, learning_rate=0.01, seed=0, verbose=True,
+def main(epochs=30, batch_size=32, learning_rate=0.005, seed=0, verbose=True,
          train_size=None):
     """Train for ``epochs`` and return the final accuracies, the losses and the time.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
-           "registered_device_types"]
+           "registered_device_types", "register_device_memory", "device_memory"]
 
 
 @dataclass
@@ -90,6 +90,31 @@ def find_kernel(op, device_type: str = "CPU"):
 
 def has_kernel(op_type: str, device_type: str = "CPU") -> bool:
     return bool(_REGISTRY.get((op_type, device_type.upper())))
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """How values move between a device type's memory and the host's (for swapping)."""
+
+    to_host: Callable
+    to_device: Callable
+
+
+_MEMORY: dict[str, DeviceMemory] = {}
+
+
+def register_device_memory(device_type: str, to_host: Callable, to_device: Callable) -> None:
+    """Declare ``device_type``'s memory as separate from the host's.
+
+    ``to_host(value)`` copies a device value into host memory, ``to_device(value)``
+    back. Stacks with ``swap_memory`` use them; the CPU needs none.
+    """
+    _MEMORY[device_type.upper()] = DeviceMemory(to_host, to_device)
+
+
+def device_memory(device_type: str):
+    """The memory functions of ``device_type``, or None when it shares host memory."""
+    return _MEMORY.get(device_type.upper())
 
 
 def registered_device_types() -> set[str]:

@@ -10,15 +10,16 @@ import pytest
 
 import dataflow as df
 
-pytest.importorskip("sklearn")
-
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "digits_rnn.py"
 
 
 @pytest.fixture(scope="module")
 def digits_rnn():
-    """The example loaded as a module (examples/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("digits_rnn", EXAMPLE)
+    """The example loaded as a module (examples/ is not a package).
+
+    It needs scikit-learn, which the ``test`` extras install.
+    """
+    spec = importlib.util.spec_from_file_location("examples_digits_rnn", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,8 +42,9 @@ def test_training_loss_decreases(short_run):
     losses = short_run["losses"]
     assert len(losses) == 4            # before training, then after each epoch
     assert np.all(np.isfinite(losses))
+    # The run is deterministic (fixed seed), and every epoch lowers the loss.
+    assert np.all(np.diff(losses) < 0)
     assert losses[-1] < 0.5 * losses[0]
-    assert losses[1] < losses[0]
 
 
 def test_recurrent_weights_get_gradients_through_the_loop(digits_rnn):

@@ -179,7 +179,8 @@ class GradLoopState:
             if value_ctx is self.forward_context:
                 self.forward_context.Enter()
                 try:
-                    push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
+                    with g.device(value.device):  # pushed where the value lives
+                        push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
                 finally:
                     self.forward_context.Exit()
                 # The next iteration starts only after this iteration's push.
@@ -191,7 +192,8 @@ class GradLoopState:
                 ctx = value_ctx.outer_context if dead_branch else value_ctx
                 ctx.Enter()
                 try:
-                    push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
+                    with g.device(value.device):
+                        push = data_flow_ops.stack_push(enter_handle, value, swap_memory=swap)
                 finally:
                     ctx.Exit()
                 push.op._set_control_flow_context(value_ctx)
@@ -230,7 +232,8 @@ class GradLoopState:
                         pred = cond_ctx.pred
                     branch = (1 - cond_ctx.branch) if dead_branch else cond_ctx.branch
                     history = switch(history, pred)[branch]
-                pop = data_flow_ops.stack_pop(history, value.dtype, shape=value.shape)
+                with g.device(value.device):  # popped where the value lived
+                    pop = data_flow_ops.stack_pop(history, value.dtype, shape=value.shape)
             finally:
                 self.grad_context.Exit()
         if self.grad_context.parallel_iterations > 1:

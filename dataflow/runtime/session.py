@@ -98,7 +98,9 @@ class Session:
         if not counts.get("CPU"):
             cpus = max([cpus] + [i + 1 for i in used])
         devices = {("CPU", i) for i in range(cpus)}
-        devices |= {("GPU", i) for i in range(counts.get("GPU", 0))}
+        for kind, n in counts.items():  # GPUs and any other device type with kernels
+            if kind != "CPU":
+                devices |= {(kind, i) for i in range(n)}
         return devices
 
     def list_devices(self):
