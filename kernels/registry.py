@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
-           "registered_device_types", "register_device_memory", "device_memory"]
+           "registered_device_types", "register_device_memory", "device_memory",
+           "kernel_is_parallel"]
 
 
 @dataclass
@@ -48,19 +49,25 @@ class _Entry:
     dtypes: frozenset | None
     priority: int
     factory: Callable
+    parallel: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], list[_Entry]] = {}
 
 
-def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0):
-    """Decorator registering a kernel factory for ``op_type`` on ``device`` type."""
+def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0,
+                    parallel: bool = False):
+    """Decorator registering a kernel factory for ``op_type`` on ``device`` type.
+
+    ``parallel`` marks kernels that use every core themselves (BLAS matmul): the
+    executor then never hands them to a worker thread.
+    """
     from dataflow import dtypes as _dt
     dset = None if dtypes is None else frozenset(_dt.as_dtype(d) for d in dtypes)
 
     def decorate(factory):
         entries = _REGISTRY.setdefault((op_type, device.upper()), [])
-        entries.append(_Entry(dset, priority, factory))
+        entries.append(_Entry(dset, priority, factory, parallel))
         entries.sort(key=lambda e: (e.dtypes is None, -e.priority))
         return factory
 
@@ -76,16 +83,27 @@ def kernel_dtype(op):
     return None
 
 
-def find_kernel(op, device_type: str = "CPU"):
-    """The best registered factory for ``op`` on ``device_type``, or None."""
+def _find_entry(op, device_type):
     entries = _REGISTRY.get((op.type, device_type.upper()))
     if not entries:
         return None
     dt = kernel_dtype(op)
     for e in entries:
         if e.dtypes is None or dt in e.dtypes:
-            return e.factory
+            return e
     return None
+
+
+def find_kernel(op, device_type: str = "CPU"):
+    """The best registered factory for ``op`` on ``device_type``, or None."""
+    entry = _find_entry(op, device_type)
+    return entry.factory if entry is not None else None
+
+
+def kernel_is_parallel(op, device_type: str = "CPU") -> bool:
+    """True if ``op``'s kernel on ``device_type`` uses every core by itself."""
+    entry = _find_entry(op, device_type)
+    return entry is not None and entry.parallel
 
 
 def has_kernel(op_type: str, device_type: str = "CPU") -> bool:

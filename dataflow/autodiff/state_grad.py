@@ -12,5 +12,6 @@ def _read_grad(op, grad):
 
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-           "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize"):
+           "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize",
+           "ResourceApplyAdam"):
     NotDifferentiable(_t)

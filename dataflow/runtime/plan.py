@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernels.registry import kernel_is_parallel as _kernel_is_parallel
+
 from .. import errors
 from ..framework import op_registry as R
 from ..framework.graph import Operation, Tensor
@@ -307,7 +309,8 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         # once (loop iterations free their whole buffer when they finish instead).
         clear = role == NORMAL and frame_of[op] is frames[""] and end > base
         nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs), clear))
-        heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op))
+        heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op)
+                     and not _kernel_is_parallel(op, node_device_type(op)))
 
     _keep_heavy_only_if_concurrent(heavy, nodes, kept, frame_of)
     root = frames[""]

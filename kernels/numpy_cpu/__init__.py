@@ -4,4 +4,5 @@ Scalar (0-d) values travel as NumPy scalars, and elementwise kernels use Python
 operators where they can: ``np.int32(1) + np.int32(2)`` costs ~60 ns, ``np.add`` on
 the same scalars over 1 µs, and the scalar while loop lives on such calls.
 """
-from . import array, control_flow, data_flow, grad, logging, math, nn, state  # noqa: F401
+from . import (array, control_flow, data_flow, grad, logging, math, nn, state,  # noqa: F401
+               training)

@@ -180,7 +180,7 @@ def _any(ctx):
     return lambda x: scalarize(np.any(x, axis=axis, keepdims=kd))
 
 
-@register_kernel("MatMul")
+@register_kernel("MatMul", parallel=True)  # BLAS runs on every core already
 def _matmul(ctx):
     ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
     if not ta and not tb:

@@ -25,13 +25,20 @@ class VariableCell:
         return self.value
 
     def store(self, value):
+        """Set the value to a private, read-only copy of ``value`` (readers keep
+        references to stored values, and the caller may still change its array)."""
+        if isinstance(value, np.ndarray):
+            value = value.copy()
+        return self.store_owned(value)
+
+    def store_owned(self, value):
+        """Set the value to ``value``, an array nobody else holds (a kernel's fresh
+        result): no copy is made."""
         if self.shape.ndims is not None and not self.shape.is_compatible_with(np.shape(value)):
             raise errors.InvalidArgumentError(
                 None, None, f"Cannot assign a value of shape {np.shape(value)} to variable "
                 f"{self.name} of shape {self.shape}")
         if isinstance(value, np.ndarray):
-            # Readers keep references to stored values: store a private, read-only copy.
-            value = value.copy()
             value.setflags(write=False)
         self.value = value
         return value
@@ -52,12 +59,12 @@ register_kernel("AssignVariableOp")(lambda ctx: VariableCell.store)
 
 @register_kernel("AssignAddVariableOp")
 def _assign_add(ctx):
-    return lambda cell, delta: cell.store(cell.read() + delta)
+    return lambda cell, delta: cell.store_owned(cell.read() + delta)  # a fresh result
 
 
 @register_kernel("AssignSubVariableOp")
 def _assign_sub(ctx):
-    return lambda cell, delta: cell.store(cell.read() - delta)
+    return lambda cell, delta: cell.store_owned(cell.read() - delta)
 
 
 @register_kernel("VarIsInitializedOp")
