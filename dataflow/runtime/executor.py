@@ -204,7 +204,7 @@ class Executor:
                     value = inputs[base]
                     node_dead = value is DEAD
                     if not node_dead:
-                        out = (value, _INT32[inputs[base + 1]])
+                        out = value if nout == 1 else (value, _INT32[inputs[base + 1]])
                 elif role == NEXT_ITERATION:
                     target = None if node_dead else self._next_iteration_target(edges,
                                                                                 inputs[base], it)

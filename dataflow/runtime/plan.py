@@ -308,7 +308,10 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         # Root-frame nodes run once per step, so their consumed inputs can be dropped at
         # once (loop iterations free their whole buffer when they finish instead).
         clear = role == NORMAL and frame_of[op] is frames[""] and end > base
-        nodes.append((role, local, base, end, fn, tuple(edges[op]), len(op._outputs), clear))
+        nout = len(op._outputs)
+        if role == MERGE and not any(e[0] == 1 for e in edges[op]):
+            nout = 1  # nobody reads value_index: the Merge takes the single-output path
+        nodes.append((role, local, base, end, fn, tuple(edges[op]), nout, clear))
         heavy.append(role == NORMAL and not op._op_def.stateful and _may_be_big(op)
                      and not _kernel_is_parallel(op, node_device_type(op)))
 
