@@ -14,7 +14,7 @@ import tracemalloc
 
 import numpy as np
 
-from . import workloads
+from . import executor_table, workloads
 from .executor_table import _time
 
 TARGETS = {  # name -> (unit, absolute target or None, ratio target or None)
@@ -64,26 +64,11 @@ def stack_memory(run, graph, steps):
 
 
 def format_table(rows, memory) -> str:
-    lines = ["| workload | unit | dataflow (median) | baseline (median) | ratio | target | met |",
-             "|---|---|---|---|---|---|---|"]
-    for name, iters, ours, base in rows:
-        unit, absolute, ratio_target = TARGETS[name]
-        scale = 1e6 if unit == "µs/iter" else 1e3
-        div = iters if unit == "µs/iter" else 1
-        o, b = ours * scale / div, base * scale / div
-        ratio = ours / base
-        if absolute is not None:
-            target, met = f"≤ {absolute:g} {unit}", o <= absolute
-        else:
-            target, met = f"≤ {ratio_target:g}× baseline", ratio <= ratio_target
-        lines.append(f"| {name} | {unit} | {o:.3g} | {b:.3g} | {ratio:.2f}× | {target} | "
-                     f"{'yes' if met else 'NO'} |")
     peak, expected = memory
-    lines.append("")
-    lines.append(f"RNN gradient: tracemalloc peak of one run {peak / 2**20:.1f} MiB; values "
-                 f"saved on stacks T x bytes = {expected / 2**20:.1f} MiB "
-                 f"(ratio {peak / expected:.2f}).")
-    return "\n".join(lines)
+    return (executor_table.format_table(rows, TARGETS) + "\n\n"
+            f"RNN gradient: tracemalloc peak of one run {peak / 2**20:.1f} MiB; values "
+            f"saved on stacks T x bytes = {expected / 2**20:.1f} MiB "
+            f"(ratio {peak / expected:.2f}).")
 
 
 def main():

@@ -50,17 +50,20 @@ def measure(repeats=7):
     return rows
 
 
-def format_table(rows) -> str:
+def format_table(rows, targets=None) -> str:
+    """Markdown table of ``(name, iterations, ours_s, baseline_s)`` rows against
+    ``targets[name] = (unit, absolute target or None, ratio target or None)``."""
+    targets = targets or TARGETS
     lines = ["| workload | unit | dataflow (median) | baseline (median) | ratio | target | met |",
              "|---|---|---|---|---|---|---|"]
     for name, iters, ours, base in rows:
-        unit, per_iter_target, ratio_target = TARGETS[name]
-        scale = 1e3 if unit == "ms/run" else 1e6
-        div = iters if unit == "µs/iter" else 1
+        unit, absolute, ratio_target = targets[name]
+        scale = 1e6 if unit.startswith("µs") else 1e3
+        div = iters if unit.endswith("/iter") else 1
         o, b = ours * scale / div, base * scale / div
         ratio = ours / base
-        if per_iter_target is not None:
-            target, met = f"≤ {per_iter_target:g} {unit}", o <= per_iter_target
+        if absolute is not None:
+            target, met = f"≤ {absolute:g} {unit}", o <= absolute
         else:
             target, met = f"≤ {ratio_target:g}× baseline", ratio <= ratio_target
         lines.append(f"| {name} | {unit} | {o:.3g} | {b:.3g} | {ratio:.2f}× | {target} | "

@@ -26,6 +26,7 @@ from ..ops.control_flow_ops import exit as exit_op
 from ..ops.control_flow_ops import enter as enter_op
 from ..ops.control_flow_ops import merge, next_iteration, switch
 from ..ops.math_ops import add, equal
+from .loop_state import in_context
 from .registry import NotDifferentiable, RegisterGradient
 
 
@@ -138,21 +139,21 @@ def _accumulate(grad_ctx, op, grad):
     grad_ctx.Exit()
     try:
         if grad.shape.is_fully_defined():
-            acc = _in(outer, lambda: zeros(grad.shape.as_list(), grad.dtype, name="b_acc"))
+            acc = in_context(outer, lambda: zeros(grad.shape.as_list(), grad.dtype, name="b_acc"))
         else:
             outer_while = outer.GetWhileContext() if outer is not None else None
             if outer_while is not None and outer_while.grad_state is not None:
                 # Nested: the invariant's shape per outer iteration comes from history.
                 forward = grad_ctx.grad_state.forward_context
-                zeros_shape = _in(forward.outer_context, lambda: shape_of(value))
+                zeros_shape = in_context(forward.outer_context, lambda: shape_of(value))
                 outer_state = grad_ctx.grad_state.outer_grad_state
                 history = outer_state.add_forward_accumulator(zeros_shape)
                 def make():
                     real = outer_state.add_backprop_accumulated_value(history, zeros_shape)
                     return zeros(real, grad.dtype)
-                acc = _in(outer, make)
+                acc = in_context(outer, make)
             else:
-                acc = _in(outer, lambda: zeros(shape_of(value), grad.dtype))
+                acc = in_context(outer, lambda: zeros(shape_of(value), grad.dtype))
     finally:
         grad_ctx.Enter()
     grad_ctx.AddName(acc)
@@ -170,16 +171,6 @@ def _accumulate(grad_ctx, op, grad):
     grad_ctx.loop_exits.append(result)
     grad_ctx.ExitResult([result])
     return result
-
-
-def _in(ctx, fn):
-    if ctx is None:
-        return fn()
-    ctx.Enter()
-    try:
-        return fn()
-    finally:
-        ctx.Exit()
 
 
 @RegisterGradient("Identity")

@@ -27,13 +27,24 @@ from ..ops.control_flow_ops import control_trigger, exit as exit_op, loop_cond, 
 from ..ops.control_flow_ops import next_iteration, switch
 from ..ops.math_ops import add, greater_equal, subtract
 
-__all__ = ["GradLoopState", "ControlFlowState", "forward_while_context"]
+__all__ = ["GradLoopState", "ControlFlowState", "forward_while_context", "in_context"]
 
 
 def forward_while_context(op):
     """The while loop ``op`` belongs to (an Exit belongs to the loop it leaves)."""
     ctx = op._control_flow_context
     return ctx.GetWhileContext() if ctx is not None else None
+
+
+def in_context(ctx, fn):
+    """``fn()`` with control-flow context ``ctx`` entered (as is, when ``ctx`` is None)."""
+    if ctx is None:
+        return fn()
+    ctx.Enter()
+    try:
+        return fn()
+    finally:
+        ctx.Exit()
 
 
 def _add_forward_loop_counter(forward):
@@ -100,7 +111,7 @@ class GradLoopState:
         self._forward_sync = None
         self._grad_sync = None
         outer_forward = forward.outer_context
-        total, self.forward_index = self._in(
+        total, self.forward_index = in_context(
             outer_forward, lambda: _add_forward_loop_counter(forward))
         name = forward.name.split("/")[-1] if "/" in forward.name else forward.name
         kwargs = dict(name=name, parallel_iterations=forward.parallel_iterations,
@@ -123,17 +134,8 @@ class GradLoopState:
             def build():
                 self.grad_context = WhileContext(**kwargs)
                 return _add_backprop_loop_counter(self.grad_context, total, None)
-            self.grad_index = self._in(outer_forward, build)
+            self.grad_index = in_context(outer_forward, build)
 
-    @staticmethod
-    def _in(ctx, fn):
-        if ctx is None:
-            return fn()
-        ctx.Enter()
-        try:
-            return fn()
-        finally:
-            ctx.Exit()
 
     # -- synchronisation -------------------------------------------------------------------
     @property
