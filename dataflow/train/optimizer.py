@@ -10,6 +10,8 @@ computes gradients, creates the state, and groups the updates into one op.
 """
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from .. import dtypes as _dtypes
@@ -46,7 +48,7 @@ def _zeros_initial_value(var):
     return zeros_like(var.initial_value)
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Base class of optimizers; use a subclass such as ``GradientDescentOptimizer``.
 
     Subclasses override ``_create_slots(var_list)``, ``_prepare()``,
@@ -237,9 +239,9 @@ class Optimizer:
     def _prepare(self):
         """Build tensors shared by all updates of one apply_gradients call."""
 
+    @abc.abstractmethod
     def _apply_dense(self, grad, var):
         """Return an op or tensor that applies ``grad`` to ``var``."""
-        raise NotImplementedError()
 
     def _finish(self, update_ops, name_scope):
         """One op running every update (subclasses add follow-up updates)."""

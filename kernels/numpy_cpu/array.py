@@ -172,19 +172,21 @@ def _strided_slice(ctx):
     if key is not None:
         return lambda x: scalarize(x[key])
 
-    def build(args):
-        key = []
-        for item in spec:
-            kind = item[0]
-            if kind == "tensor_int":
-                key.append(int(args[item[1] - 1]))
-            elif kind == "tensor_slice":
-                key.append(slice(*(int(args[r[1] - 1]) if r[0] == "t" else r[1]
-                                   for r in item[1:])))
-            else:
-                key.append(_static_key((item,))[0])
-        return tuple(key)
-
     def dynamic_slice(x, *args):
-        return scalarize(x[build(args)])
+        return scalarize(x[slice_key(spec, args)])
     return dynamic_slice
+
+
+def slice_key(spec, args):
+    """The NumPy basic-indexing key of a StridedSlice ``spec`` (tensor entries from args)."""
+    key = []
+    for item in spec:
+        kind = item[0]
+        if kind == "tensor_int":
+            key.append(int(args[item[1] - 1]))
+        elif kind == "tensor_slice":
+            key.append(slice(*(int(args[r[1] - 1]) if r[0] == "t" else r[1]
+                               for r in item[1:])))
+        else:
+            key.append(_static_key((item,))[0])
+    return tuple(key)

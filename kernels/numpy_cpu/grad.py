@@ -5,7 +5,7 @@ import numpy as np
 
 from ..registry import register_kernel
 from ._util import np_dtype, scalarize
-from .array import _static_key
+from .array import slice_key
 
 
 def _as_shape(shape):
@@ -75,21 +75,6 @@ def _gather_grad(ctx):
     return gather_grad
 
 
-def _key(spec, args):
-    """The NumPy basic-indexing key of a StridedSlice ``spec`` (tensor entries from args)."""
-    key = []
-    for item in spec:
-        kind = item[0]
-        if kind == "tensor_int":
-            key.append(int(args[item[1] - 1]))
-        elif kind == "tensor_slice":
-            key.append(slice(*(int(args[r[1] - 1]) if r[0] == "t" else r[1]
-                               for r in item[1:])))
-        else:
-            key.append(_static_key((item,))[0])
-    return tuple(key)
-
-
 @register_kernel("StridedSliceGrad")
 def _strided_slice_grad(ctx):
     spec = ctx.attr("spec")
@@ -98,6 +83,6 @@ def _strided_slice_grad(ctx):
     def strided_slice_grad(grad, shape, *args):
         out = np.zeros(_as_shape(shape), dtype=dt)
         # Basic indexing selects each element at most once, so assignment suffices.
-        out[_key(spec, args)] = grad
+        out[slice_key(spec, args)] = grad
         return scalarize(out)
     return strided_slice_grad
