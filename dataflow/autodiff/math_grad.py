@@ -171,14 +171,27 @@ def _log1p_grad(op, grad):
 
 @RegisterGradient("Tanh")
 def _tanh_grad(op, grad):
-    y = op.outputs[0]
-    return [grad * (1.0 - y * y)]
+    return [grad_ops.activation_grad("TanhGrad", op.outputs[0], grad)]
 
 
 @RegisterGradient("Sigmoid")
 def _sigmoid_grad(op, grad):
-    y = op.outputs[0]
-    return [grad * (y * (1.0 - y))]
+    return [grad_ops.activation_grad("SigmoidGrad", op.outputs[0], grad)]
+
+
+@RegisterGradient("TanhGrad")
+def _tanh_grad_grad(op, grad):
+    """d/dy of dy (1 - y^2) is -2 y dy; d/d(dy) is (1 - y^2)."""
+    y, dy = op.inputs
+    return [grad * -2.0 * dy * y, grad_ops.activation_grad("TanhGrad", y, grad)]
+
+
+@RegisterGradient("SigmoidGrad")
+def _sigmoid_grad_grad(op, grad):
+    """d/dy of dy y (1 - y) is dy (1 - 2y); d/d(dy) is y (1 - y)."""
+    y, dy = op.inputs
+    g_dy = grad * dy
+    return [g_dy - 2.0 * g_dy * y, grad_ops.activation_grad("SigmoidGrad", y, grad)]
 
 
 @RegisterGradient("Abs")

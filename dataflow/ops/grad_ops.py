@@ -13,6 +13,9 @@ These ops take the target shape as a run-time int tensor (usually ``shape(x)``):
   ``params_shape`` at ``indices`` along ``axis`` (the dense gradient of GatherV2).
 * ``StridedSliceGrad(grad, shape, *index_tensors)``: write ``grad`` into zeros of
   ``shape`` at the basic-indexing key ``spec`` (the gradient of StridedSlice).
+* ``TanhGrad(y, dy)`` = ``dy * (1 - y * y)`` and ``SigmoidGrad(y, dy)`` =
+  ``dy * y * (1 - y)`` from the forward output ``y``: one node instead of three, as
+  TF's fused kernels (backprop through an RNN runs them every iteration).
 
 >>> gx = sum_to_shape(grad, shape(x))
 """
@@ -26,6 +29,7 @@ from ..framework.tensor_shape import TensorShape
 from .array_ops import shape_from_tensor
 
 __all__ = [
+    "activation_grad",
     "broadcast_to",
     "gather_grad",
     "reduced_shape",
@@ -117,3 +121,20 @@ def strided_slice_grad(grad, shape, spec, index_tensors=(), name=None) -> Tensor
     """Zeros of ``shape`` with ``grad`` written at the StridedSlice key ``spec``."""
     return _create("StridedSliceGrad", [convert_to_tensor(grad), _shape_arg(shape),
                                         *index_tensors], {"spec": spec}, name=name)
+
+
+def _activation_grad_infer(op):
+    y, dy = op.inputs
+    if y.dtype is not dy.dtype:
+        raise TypeError(f"{op.type} '{op.name}': y and dy must share one dtype")
+    return [(y.dtype, y.shape.merge_with(dy.shape))]
+
+
+for _t in ("TanhGrad", "SigmoidGrad"):
+    register_op(_t)(_activation_grad_infer)
+
+
+def activation_grad(op_type, y, dy, name=None):
+    """``TanhGrad`` or ``SigmoidGrad`` of forward output ``y`` and incoming gradient ``dy``."""
+    return get_default_graph().create_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)],
+                                         name=name or op_type).outputs[0]
