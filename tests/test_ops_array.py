@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import dataflow as df
 
-from .op_harness import MODES, make_input, run_op  # noqa: F401
+from .op_harness import MODES, run_op
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

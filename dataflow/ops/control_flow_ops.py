@@ -24,7 +24,7 @@ from __future__ import annotations
 from .. import dtypes as _dtypes
 from ..framework import op_registry as _roles
 from ..framework.convert import convert_to_tensor
-from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.graph import Operation, get_default_graph
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
 from . import shape_fns
@@ -147,7 +147,3 @@ def tuple_(tensors, name=None, control_inputs=None):
     g = get_default_graph()
     with g.control_dependencies([gating]):
         return [identity(t) if t is not None else None for t in tensors]
-
-
-def is_tensor_or_op(x) -> bool:
-    return isinstance(x, (Tensor, Operation))

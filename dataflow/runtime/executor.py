@@ -449,7 +449,6 @@ class Executor:
             raise self._deadline_error(frame.plan.ops[0] if frame.plan.ops else None,
                                        f" while starting iteration {frame.iteration_count + 1}"
                                        f" of loop frame '{frame.plan.name}'")
-        fp = frame.plan
         num = frame.iteration_count = frame.iteration_count + 1
         template = frame.template
         it = IterationState(frame, num, template[:], frame.pending_template[:],

@@ -458,9 +458,3 @@ def _check_placeholders(ops, fed):
 
 def node_device_type(op: Operation) -> str:
     return device_type(op.device)
-
-
-def fetch_tensor_list(fetches) -> tuple[list[Tensor], list[Operation]]:
-    tensors = [f for f in fetches if isinstance(f, Tensor)]
-    ops = [f for f in fetches if isinstance(f, Operation)]
-    return tensors, ops

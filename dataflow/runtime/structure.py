@@ -1,7 +1,7 @@
 """Mapping nested fetch structures to a flat list of graph elements and back."""
 from __future__ import annotations
 
-from ..framework.graph import Operation, Tensor
+from ..framework.graph import Operation
 from ..util import nest
 
 
