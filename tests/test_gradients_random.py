@@ -74,6 +74,7 @@ class _Scope:
     def __init__(self, parent=None, counter=None):
         self.parent = parent
         self.vars = []          # (name, shape) of float64 tensors
+        self.locals = []        # those defined by statements of this block
         self.counter = counter  # name of this loop's int32 counter, if a loop body
         self.depth = (parent.depth if parent else 0) + (counter is not None)
 
@@ -115,14 +116,11 @@ class _Writer:
 
     # expressions
     def leaf(self, scope, shape):
-        """A visible tensor broadcastable to ``shape``, a counter, or a constant."""
+        """A visible tensor of this shape, a counter (scalars) or a constant."""
         names = [n for n, s in scope.floats() if s == shape]
         if names and self.chance(0.8):
             return self.choose(names[:4] if self.chance(0.6) else names)
-        smaller = [n for n, s in scope.floats() if len(s) < len(shape)]
-        if smaller and self.chance(0.5):
-            return self.choose(smaller)
-        if scope.counters() and self.chance(0.3):
+        if shape == () and scope.counters() and self.chance(0.4):
             return f"df.cast({self.choose(scope.counters())}, df.float64)"
         c = self.choose([-0.7, -0.3, 0.4, 0.9, 1.3])
         if shape == ():
@@ -158,6 +156,14 @@ class _Writer:
             return f"df.matmul({a}, {b})"
         return f"{self.choose(UNARY[:4])}({self.expr(scope, shape, depth - 1)})"
 
+    def use_locals(self, scope, shape, e):
+        """``e`` plus (most of) the values this block defined, so they are not dead code."""
+        for name, s in scope.locals:
+            if self.chance(0.8):
+                x = name if len(s) <= len(shape) else f"df.reduce_sum({name})"
+                e = f"df.add({e}, {x})"
+        return e
+
     def pred(self, scope):
         counters = scope.counters()
         kind = self.draw(st.integers(0, 3))
@@ -187,6 +193,7 @@ class _Writer:
                 name = self.fresh("t")
                 self.emit(indent, f"{name} = {self.expr(scope, shape)}")
                 scope.vars.append((name, shape))
+                scope.locals.append((name, shape))
 
     def cond(self, scope, indent):
         k = self.fresh("")
@@ -196,10 +203,11 @@ class _Writer:
             self.emit(indent, f"def {branch}_fn{k}():")
             inner = _Scope(scope)
             self.block(inner, indent + 1, self.draw(st.integers(0, 2)))
-            self.emit(indent + 1, f"return {self.expr(inner, shape)}")
+            self.emit(indent + 1, f"return {self.use_locals(inner, shape, self.expr(inner, shape))}")
         name = f"c{k}"
         self.emit(indent, f"{name} = df.cond({pred}, true_fn{k}, false_fn{k})")
         scope.vars.append((name, shape))
+        scope.locals.append((name, shape))
 
     def loop(self, scope, indent):
         k = self.fresh("")
@@ -215,17 +223,27 @@ class _Writer:
         if scope.counters() and self.chance(0.25):
             bound = self.choose(scope.counters())
         self.emit(indent, f"def cond{k}({i}, {', '.join(lvs)}):")
-        self.emit(indent + 1, f"return df.less({i}, {bound})")
+        if self.chance(0.15):   # also stop on data
+            cscope = _Scope(scope, counter=i)
+            cscope.vars.extend(zip(lvs, shapes))
+            self.emit(indent + 1, f"return df.logical_and(df.less({i}, {bound}), "
+                                  f"{self.pred(cscope)})")
+        else:
+            self.emit(indent + 1, f"return df.less({i}, {bound})")
         self.emit(indent, f"def body{k}({i}, {', '.join(lvs)}):")
         body = _Scope(scope, counter=i)
         body.vars.extend((v, s) for v, s, m in zip(lvs, shapes, modes) if m == "read")
         self.block(body, indent + 1, self.draw(st.integers(0, 2)))
+        if body.locals and all(m == "pass" for m in modes):
+            modes[-1] = "overwrite"   # not read by the body: still ignores that variable
         outs = []
         for v, s, m in zip(lvs, shapes, modes):
             if m == "pass":
                 outs.append(v)
                 continue
-            e = self.expr(body, s)
+            e = self.use_locals(body, s, self.expr(body, s))
+            if m == "read" and self.chance(0.7):
+                e = f"{self.choose(['df.add', 'df.multiply', 'df.subtract'])}({v}, {e})"
             if m == "read" and self.chance(0.3):
                 outs.append(f"{v} + 0.5 * df.tanh({e})")
             else:
@@ -236,6 +254,7 @@ class _Writer:
         self.emit(indent, f"_, {', '.join(names)} = df.while_loop(cond{k}, body{k}, "
                           f"(0, {', '.join(inits)}), parallel_iterations={p})")
         scope.vars.extend(zip(names, shapes))
+        scope.locals.extend(zip(names, shapes))
 
 
 @st.composite
@@ -255,8 +274,7 @@ def programs(draw):
         w.cond(root, 0)
     w.block(root, 0, draw(st.integers(1, 4)))
     # Y sums the most recent values (loop and cond outputs among them) and every input.
-    recent = [n for n, _ in root.vars[n_inputs:]][-4:]
-    terms = [f"df.reduce_sum({n})" for n in recent]
+    terms = [f"df.reduce_sum({n})" for n, _ in root.locals]
     terms.append(f"0.1 * df.reduce_sum({' + '.join(f'df.reduce_sum(x{j})' for j in range(n_inputs))})")
     w.emit(0, f"Y = {' + '.join(terms)}")
     floats = st.floats(-1.0, 1.0, allow_nan=False).map(lambda v: round(v, 3))

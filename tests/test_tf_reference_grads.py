@@ -21,7 +21,7 @@ from tests.tf_reference import grad_programs
 EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
                        "expected_grads.json").read_text())["programs"]
 
-TOLERANCE = {"float64": dict(rtol=1e-6, atol=1e-9), "float32": dict(rtol=1e-5, atol=1e-6)}
+TOLERANCE = {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
 
 
 def assert_same_leaf(expected, actual, where):

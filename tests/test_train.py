@@ -85,9 +85,15 @@ def numpy_adam(lr, beta1, beta2, epsilon, steps=STEPS):
     ms = [np.zeros_like(p) for p in params]
     vs = [np.zeros_like(p) for p in params]
     history = []
+    # As TF, the beta powers are float32 variables (a Python number's dtype), updated
+    # by float32 multiplication and cast to the parameters' dtype where they are used.
+    beta1_power, beta2_power = np.float32(beta1), np.float32(beta2)
     for t in range(1, steps + 1):
         grads = numpy_grads(*params)
-        lr_t = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        b1p, b2p = np.float64(beta1_power), np.float64(beta2_power)
+        lr_t = lr * np.sqrt(1 - b2p) / (1 - b1p)
+        beta1_power = beta1_power * np.float32(beta1)
+        beta2_power = beta2_power * np.float32(beta2)
         ms = [beta1 * m + (1 - beta1) * g for m, g in zip(ms, grads)]
         vs = [beta2 * v + (1 - beta2) * g * g for v, g in zip(vs, grads)]
         params = [p - lr_t * m / (np.sqrt(v) + epsilon) for p, m, v in zip(params, ms, vs)]

@@ -89,11 +89,28 @@ def _zeros_for(op: Operation, index: int) -> Tensor:
     ctx = op._control_flow_context
     if op.type == "Switch" and ctx is not None and ctx.IsCondContext():
         other = switch(op._inputs[0], ctx.pred)[1 - ctx.branch]
+        if out.dtype is _dtypes.resource:
+            # A variable handle: its gradient is shaped like the variable's value.
+            other = _read_handle(other)
         pivot = identity(other)
         with get_default_graph().control_dependencies([pivot]):
-            zero = convert_to_tensor(0, dtype=out.dtype)
+            zero = convert_to_tensor(0, dtype=other.dtype)
         return fill(shape(other), zero)
+    if out.dtype is _dtypes.resource:
+        return zeros_like(_read_handle(out))
     return zeros_like(out)
+
+
+def _read_handle(handle: Tensor) -> Tensor:
+    """A read of the variable behind ``handle`` (through Switch, Enter and Identity)."""
+    op = handle.op
+    while op.type != "VarHandleOp":
+        if not op.inputs:
+            raise TypeError(f"Cannot find the variable behind resource tensor {handle.name}")
+        op = op.inputs[0].op
+    return get_default_graph().create_op(
+        "ReadVariableOp", [handle], {"dtype": op.get_attr("dtype"),
+                                     "shape": op.get_attr("shape")}).outputs[0]
 
 
 def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None):
@@ -303,7 +320,7 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
     state = loop_state.enter_grad_context(op, before=False) if loop_state else None
     try:
         with g.name_scope(op.name + "_grad"):
-            out_grads = [gr if gr is not None or not t.dtype.is_floating
+            out_grads = [gr if gr is not None or not _backpropagatable(t)
                          else _missing_grad(op, i, loop_state)
                          for i, (t, gr) in enumerate(zip(op._outputs, out_grads))]
             result = fn(op, *out_grads)
@@ -326,6 +343,8 @@ def _missing_grad(op, index, loop_state):
     if loop_state is not None and forward_while_context(op) is not None:
         if is_loop_switch(op):
             return None
+        if op._outputs[index].dtype is _dtypes.resource:
+            return _zeros_for(op, index)
         zero = loop_state.zeros_like(op, index)
         if zero is not None:
             return zero

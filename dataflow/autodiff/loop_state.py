@@ -47,9 +47,14 @@ def in_context(ctx, fn):
         ctx.Exit()
 
 
-def _add_forward_loop_counter(forward):
+def _add_forward_loop_counter(forward, outer_grad_state):
     """``f_count``: counts the forward loop's iterations; returns (total, next_index)."""
     n = constant(0, name="f_count")
+    if outer_grad_state is not None:
+        # An inner loop run of outer iteration k starts after that iteration's outer
+        # counter step, so its pushes come before those of the run of iteration k+1
+        # (they share one stack).
+        n.op._add_control_input(outer_grad_state.forward_index.op.inputs[0].op)
     forward.Enter()
     try:
         forward.AddName(n)
@@ -112,7 +117,7 @@ class GradLoopState:
         self._grad_sync = None
         outer_forward = forward.outer_context
         total, self.forward_index = in_context(
-            outer_forward, lambda: _add_forward_loop_counter(forward))
+            outer_forward, lambda: _add_forward_loop_counter(forward, outer_grad_state))
         name = forward.name.split("/")[-1] if "/" in forward.name else forward.name
         kwargs = dict(name=name, parallel_iterations=forward.parallel_iterations,
                       back_prop=forward.back_prop, swap_memory=forward.swap_memory,

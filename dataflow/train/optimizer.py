@@ -208,8 +208,9 @@ class Optimizer(abc.ABC):
         key = (colocate_with.graph, name)
         if key not in self._non_slot_dict:
             with colocate_with.graph.name_scope(""):
-                self._non_slot_dict[key] = Variable(initial_value, trainable=False, name=name,
-                                                    dtype=colocate_with.dtype)
+                # As TF: a Python number makes a float32 variable (Adam's beta powers stay
+                # float32 for float64 variables and are cast where they are used).
+                self._non_slot_dict[key] = Variable(initial_value, trainable=False, name=name)
         return self._non_slot_dict[key]
 
     def _get_non_slot(self, name, graph=None):

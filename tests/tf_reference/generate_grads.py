@@ -21,8 +21,8 @@ OUTPUT = HERE / "expected_grads.json"
 def main() -> int:
     """Run every gradient program under TensorFlow and write expected_grads.json."""
     sys.path.insert(0, str(HERE))
-    import grad_programs  # noqa: E402 - a sibling module, importable without the package
-    from generate import load_tensorflow  # noqa: E402
+    import grad_programs  # a sibling module, importable without the package
+    from generate import load_tensorflow
 
     tf = load_tensorflow()
     only = set(sys.argv[1:])

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 try:  # imported as ``tests.tf_reference.grad_programs`` by pytest ...
-    from .programs import is_dataflow, run_program  # noqa: F401
+    from .programs import is_dataflow, run_program
 except ImportError:  # ... and as a sibling module by generate_grads.py
-    from programs import is_dataflow, run_program  # noqa: F401
+    from programs import is_dataflow, run_program
 
-F64 = "float64"
+__all__ = ["NONE_MARKER", "PROGRAMS", "run_program"]
 
 
 def variable(tf, value, dtype=None, name=None):
@@ -190,7 +190,7 @@ def prog_grad_while_parallel_iterations(tf):
         def body(i, x, acc):
             xi = tf.cos(x) * s + tf.cast(i, tf.float64) * 0.1
             return i + 1, xi, acc + tf.reduce_sum(xi * xi)
-        _, x, acc = tf.while_loop(lambda i, x, a: i < 12, body,
+        _, _, acc = tf.while_loop(lambda i, x, a: i < 12, body,
                                   [0, x0, tf.constant(0.0, tf.float64)],
                                   parallel_iterations=parallel)
         return [acc] + tf.gradients(acc, [x0, s])
@@ -312,6 +312,86 @@ def prog_grad_cond_in_while_in_cond(tf):
     return [r] + tf.gradients(r, x), [{p: True, x: 0.9}, {p: False, x: 0.9}]
 
 
+def prog_grad_cond_branch_returns_source(tf):
+    """A branch returns an outside tensor unchanged; a tuple cond with one output unused."""
+    p = tf.placeholder(tf.bool, [])
+    x = ph64(tf)
+    y = ph64(tf)
+    r = tf.cond(p, lambda: x, lambda: x * y)
+    first, _ = tf.cond(p, lambda: (x * 3.0, y), lambda: (y * y, x))
+    return fetchable(tf, tf.gradients(r, [x, y]) + tf.gradients(first, [x, y])), [
+        {p: True, x: 2.0, y: -0.5}, {p: False, x: 2.0, y: -0.5}]
+
+
+def prog_grad_while_unused_exit(tf):
+    """The loss uses one loop output; the other loop variable still carries gradient."""
+    x0 = ph64(tf)
+    y0 = ph64(tf)
+    _, x, _ = tf.while_loop(lambda i, x, y: i < 4,
+                            lambda i, x, y: (i + 1, x * y + 0.1, y * 1.1), [0, x0, y0])
+    return [x] + tf.gradients(x, [x0, y0]), {x0: 0.5, y0: 0.9}
+
+
+def prog_grad_nested_while_captures_outer_state(tf):
+    """The inner body captures the outer loop variable (an invariant of the inner loop)."""
+    x0 = ph64(tf)
+
+    def outer(i, x, acc):
+        _, inner = tf.while_loop(lambda j, a: j < i + 1,
+                                 lambda j, a: (j + 1, a + tf.sin(x) * tf.cast(j + 1, tf.float64)),
+                                 [0, tf.constant(0.0, tf.float64)])
+        return i + 1, x * 0.8 + 0.2, acc + inner * x
+
+    _, _, acc = tf.while_loop(lambda i, x, a: i < 3, outer,
+                              [0, x0, tf.constant(0.0, tf.float64)])
+    return [acc] + tf.gradients(acc, x0), [{x0: 0.7}, {x0: -1.4}]
+
+
+def prog_grad_nested_maximum_iterations(tf):
+    """Inner loop bounded by maximum_iterations = outer counter + 1; outer by a fed value."""
+    x0 = ph64(tf)
+    m = tf.placeholder(tf.int32, [])
+
+    def outer(i, x):
+        _, x = tf.while_loop(lambda j, y: j < 100, lambda j, y: (j + 1, y * 1.2 - 0.1),
+                             (0, x), maximum_iterations=i + 1)
+        return i + 1, tf.tanh(x)
+
+    _, x = tf.while_loop(lambda i, x: i < 10, outer, (0, x0), maximum_iterations=m)
+    return [x] + tf.gradients(x, x0), [{x0: 0.3, m: 3}, {x0: 0.3, m: 0}]
+
+
+def prog_grad_nested_while_parallel_iterations(tf):
+    """Nested loops with parallel_iterations 1 and 10 on each level."""
+    x0 = c64(tf, [0.3, -0.6])
+    w = c64(tf, [1.1, 0.7])
+
+    def build(parallel):
+        def outer(i, x):
+            _, x = tf.while_loop(lambda j, y: j < i, lambda j, y: (j + 1, tf.sin(y * w)),
+                                 [0, x], parallel_iterations=parallel)
+            return i + 1, x + 0.05
+        _, x = tf.while_loop(lambda i, x: i < 4, outer, [0, x0], parallel_iterations=parallel)
+        loss = tf.reduce_sum(x * x)
+        return [loss] + tf.gradients(loss, [x0, w])
+
+    return [build(1), build(10)], {}
+
+
+def prog_grad_while_in_cond_in_while(tf):
+    """A loop in a cond branch inside an outer loop body."""
+    x0 = ph64(tf)
+
+    def body(i, x):
+        def looped():
+            return tf.while_loop(lambda j, y: j < i, lambda j, y: (j + 1, y * 0.9 + 0.05),
+                                 [0, x])[1]
+        return i + 1, tf.cond(i > 1, looped, lambda: tf.exp(x * 0.3))
+
+    _, x = tf.while_loop(lambda i, x: i < 5, body, [0, x0])
+    return [x] + tf.gradients(x, x0), [{x0: 0.4}, {x0: -0.9}]
+
+
 # -- stop_gradient, grad_ys, stop_gradients ------------------------------------------------
 def prog_grad_stop_gradient(tf):
     """stop_gradient blocks one path, inside and outside a loop."""
@@ -393,23 +473,44 @@ def prog_opt_gradient_descent(tf):
 
 
 def prog_opt_momentum(tf):
-    """Three Momentum steps (plain and Nesterov)."""
+    """Three Momentum steps. (Float64 programs use hyperparameters exact in float32: see
+    prog_opt_adam_float64.)"""
     w, b, loss = _quadratic_loss(tf)
-    after, feeds = _three_steps(tf, tf.train.MomentumOptimizer(0.3, 0.9), loss, [w, b])
-    return after, feeds
+    return _three_steps(tf, tf.train.MomentumOptimizer(0.25, 0.875), loss, [w, b])
 
 
 def prog_opt_momentum_nesterov(tf):
     """Three Nesterov Momentum steps."""
     w, b, loss = _quadratic_loss(tf)
-    return _three_steps(tf, tf.train.MomentumOptimizer(0.3, 0.9, use_nesterov=True), loss,
+    return _three_steps(tf, tf.train.MomentumOptimizer(0.25, 0.875, use_nesterov=True), loss,
                         [w, b])
 
 
 def prog_opt_adam(tf):
-    """Three Adam steps."""
-    w, b, loss = _quadratic_loss(tf)
+    """Three Adam steps on float32 variables (default beta1, beta2, epsilon)."""
+    w = variable(tf, np.array([[0.5, -0.3], [0.2, 0.8]], dtype=np.float32), name="w")
+    b = variable(tf, np.array([0.1, -0.1], dtype=np.float32), name="b")
+    xs = tf.constant([[1.0, 2.0], [-1.0, 0.5], [0.3, -0.7]])
+    ys = tf.constant([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+    loss = tf.reduce_mean(tf.square(tf.tanh(tf.matmul(xs, w) + b) - ys))
     return _three_steps(tf, tf.train.AdamOptimizer(0.1), loss, [w, b])
+
+
+def prog_opt_adam_float64(tf):
+    """Three Adam steps on float64 variables.
+
+    TF converts Python-number hyperparameters to float32 tensors and then casts them
+    to the variable's dtype; dataflow deliberately converts them straight to that dtype.
+    The hyperparameters here are float32 values (0.1, 0.9, 0.999, 1e-8 rounded to
+    float32), on which both agree. TF also keeps beta1_power and beta2_power as
+    float32 variables (their initial values are Python floats).
+    """
+    def f32(x):
+        return float(np.float32(x))
+
+    w, b, loss = _quadratic_loss(tf)
+    return _three_steps(tf, tf.train.AdamOptimizer(f32(0.1), beta1=f32(0.9), beta2=f32(0.999),
+                                                   epsilon=f32(1e-8)), loss, [w, b])
 
 
 def prog_opt_adam_through_while(tf):
@@ -425,12 +526,24 @@ def prog_opt_adam_through_while(tf):
     return _three_steps(tf, tf.train.AdamOptimizer(0.05), loss, [w])
 
 
+def prog_grad_variable_read_in_cond(tf):
+    """Gradient w.r.t. a variable read inside a cond branch (its handle goes through a
+    resource Switch), and read outside the cond and used in a branch."""
+    v = variable(tf, np.float64(1.5))
+    p = tf.placeholder(tf.bool, [])
+    inside = tf.cond(p, lambda: v.read_value() * 2.0, lambda: tf.constant(0.0, tf.float64))
+    r = v.read_value()
+    outside = tf.cond(p, lambda: r * 2.0, lambda: tf.constant(0.0, tf.float64))
+    return fetchable(tf, tf.gradients(inside, v) + tf.gradients(outside, v)), \
+        [{p: True}, {p: False}]
+
+
 def prog_opt_sgd_through_cond(tf):
     """GradientDescent on a loss through a cond that flips branch as the variable moves."""
     v = variable(tf, np.float64(1.2), name="v")
     loss = tf.cond(v.read_value() > 1.0, lambda: tf.square(v.read_value() - 0.5) * 2.0,
                    lambda: tf.cos(v.read_value()))
-    return _three_steps(tf, tf.train.GradientDescentOptimizer(0.4), loss, [v])
+    return _three_steps(tf, tf.train.GradientDescentOptimizer(0.375), loss, [v])
 
 
 PROGRAMS = {name: fn for name, fn in list(globals().items())
