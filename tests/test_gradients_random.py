@@ -20,6 +20,8 @@ bounded. ``GT`` also reports its margin ``reduce_sum(e) - t`` through ``df.print
 to a recorder; examples where some predicate is within ``MARGIN`` of its
 threshold are rejected, so the finite differences never straddle a jump.
 
+Examples whose numeric gradients exceed ``MAX_GRAD`` (chaotic nests, where central
+differences are not accurate to ``RTOL``) or whose output is huge are rejected too.
 Each example compares ``df.gradients(Y, xs)`` (None counting as zero) with central
 differences. The failing program is printed (``note``) as ready-to-run source;
 ``run_program(source, values)`` rebuilds it.
@@ -36,6 +38,7 @@ from .grad_check import numeric_gradient
 
 MAX_DEPTH = 3
 MARGIN = 1e-3
+MAX_GRAD = 100.0
 RTOL, ATOL = 1e-5, 1e-6
 SHAPES = [(), (2,), (2, 2)]
 UNARY = ["df.sin", "df.cos", "df.tanh", "df.sigmoid", "df.square", "EXP"]
@@ -322,7 +325,7 @@ def _values_source(values):
     return "[" + ", ".join(f"np.array({v.tolist()!r})" for v in values) + "]"
 
 
-@settings(max_examples=150, deadline=None, derandomize=False,
+@settings(max_examples=200, deadline=None, derandomize=False,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])
 @given(programs())
@@ -333,6 +336,9 @@ def test_random_program_gradients_match_finite_differences(program):
     assume(np.isfinite(y) and abs(y) < 1e4)
     # A predicate near its threshold would make the finite differences straddle a jump.
     assume(all(abs(m) > MARGIN for m in margins))
+    # Chaotic programs (huge derivatives) have finite-difference truncation errors above
+    # RTOL (e.g. 1349.363 vs 1349.348 at EPS=1e-6, converging as EPS shrinks): skip them.
+    assume(max(float(np.max(np.abs(n))) for n in numeric) < MAX_GRAD)
     for i, (g, expected) in enumerate(zip(analytic, numeric)):
         where = f"gradient of x{i}"
         if g is None:
