@@ -46,13 +46,18 @@ def main() -> int:
     for name, program in programs.PROGRAMS.items():
         results[name] = programs.run_program(tf, program)
         print(f"{name}: {json.dumps(results[name])[:120]}")
+    write_fixtures(results, OUTPUT)
+    return 0
+
+
+def write_fixtures(results, output):
+    """Write the recorded outcomes, with the TensorFlow version that produced them."""
     import tensorflow
     document = {"tensorflow_version": tensorflow.__version__,
                 "control_flow": "v1 (disable_control_flow_v2)",
                 "programs": results}
-    OUTPUT.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUTPUT} ({len(results)} programs)")
-    return 0
+    output.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {output} ({len(results)} programs)")
 
 
 if __name__ == "__main__":

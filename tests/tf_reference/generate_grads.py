@@ -22,7 +22,7 @@ def main() -> int:
     """Run every gradient program under TensorFlow and write expected_grads.json."""
     sys.path.insert(0, str(HERE))
     import grad_programs  # a sibling module, importable without the package
-    from generate import load_tensorflow
+    from generate import load_tensorflow, write_fixtures
 
     tf = load_tensorflow()
     only = set(sys.argv[1:])
@@ -34,12 +34,7 @@ def main() -> int:
         print(f"{name}: {json.dumps(results[name])[:120]}")
     if only:  # a trial run of some programs: print, do not write
         return 0
-    import tensorflow
-    document = {"tensorflow_version": tensorflow.__version__,
-                "control_flow": "v1 (disable_control_flow_v2)",
-                "programs": results}
-    OUTPUT.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUTPUT} ({len(results)} programs)")
+    write_fixtures(results, OUTPUT)
     return 0
 
 
