@@ -31,7 +31,7 @@ def make_scalar_loop(n=100_000):
     return ours, baseline, n
 
 
-def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0):
+def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0, config=None):
     """``h = tanh(h @ W + x)`` for ``steps`` steps, float32."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
@@ -43,7 +43,7 @@ def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0):
         _, h = df.while_loop(lambda i, h: i < steps,
                              lambda i, h: (i + 1, df.tanh(df.matmul(h, wt) + xt)),
                              (0, df.constant(h0)))
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
 
     def ours():
         return sess.run(h, feed_dict={xt: x})
@@ -98,7 +98,7 @@ def make_small_run():
     return ours, baseline, 1
 
 
-def make_rnn_grad(steps=1000, batch=32, hidden=256, seed=0):
+def make_rnn_grad(steps=1000, batch=32, hidden=256, seed=0, config=None):
     """Forward and backward of ``h = tanh(h @ W + x)``: the gradient of ``sum(h_T)`` w.r.t. W.
 
     The baseline is the same computation written by hand in NumPy (forward keeping
@@ -116,7 +116,7 @@ def make_rnn_grad(steps=1000, batch=32, hidden=256, seed=0):
                              lambda i, h: (i + 1, df.tanh(df.matmul(h, wt) + xt)),
                              (0, df.constant(h0)))
         (grad_w,) = df.gradients(df.reduce_sum(h), [wt])
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
     feed = {wt: w, xt: x}
 
     def ours():
@@ -164,7 +164,7 @@ def make_cond_in_while_grad(n=10_000):
     return ours, baseline, n
 
 
-def make_mlp_adam_step(seed=0):
+def make_mlp_adam_step(seed=0, config=None):
     """One full-batch Adam step of the 64-64-64-10 sigmoid MLP on the digits data shape
     (1797 x 64, synthetic values: the step's cost does not depend on them)."""
     rng = np.random.default_rng(seed)
@@ -187,7 +187,7 @@ def make_mlp_adam_step(seed=0):
         loss = df.reduce_mean(df.nn.softmax_cross_entropy_with_logits(labels=y, logits=h))
         step = df.train.AdamOptimizer(0.001).minimize(loss)
         init_op = df.global_variables_initializer()
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
     sess.run(init_op)
     feed = {x: data, y: labels}
     adam = _NumpyAdamMLP(init, data, labels)

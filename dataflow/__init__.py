@@ -44,6 +44,7 @@ from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # n
 from . import nn  # noqa: F401
 from . import train  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
+from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 
 mod = floormod
 newaxis = None

@@ -7,3 +7,6 @@ their own subpackage without touching the executor.
 """
 from . import registry  # noqa: F401
 from . import numpy_cpu  # noqa: F401  (registers the reference kernels)
+from . import numba_cpu  # noqa: F401  (compiled CPU kernels; imports no Numba yet)
+# GPU kernels: registering them imports no numba.cuda (that waits for a GPU session).
+from . import cuda  # noqa: F401

@@ -83,20 +83,26 @@ def kernel_dtype(op):
     return None
 
 
-def _find_entry(op, device_type):
+def _find_entry(op, device_type, max_priority=None):
     entries = _REGISTRY.get((op.type, device_type.upper()))
     if not entries:
         return None
     dt = kernel_dtype(op)
     for e in entries:
+        if max_priority is not None and e.priority > max_priority:
+            continue
         if e.dtypes is None or dt in e.dtypes:
             return e
     return None
 
 
-def find_kernel(op, device_type: str = "CPU"):
-    """The best registered factory for ``op`` on ``device_type``, or None."""
-    entry = _find_entry(op, device_type)
+def find_kernel(op, device_type: str = "CPU", max_priority=None):
+    """The best registered factory for ``op`` on ``device_type``, or None.
+
+    ``max_priority=0`` restricts the choice to the reference kernels (priority 0),
+    which is how a Session runs without compiled kernels.
+    """
+    entry = _find_entry(op, device_type, max_priority)
     return entry.factory if entry is not None else None
 
 

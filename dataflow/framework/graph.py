@@ -452,6 +452,12 @@ class Graph:
             return op
 
     # -- lookup ---------------------------------------------------------------------------
+    def to_dot(self, name="dataflow") -> str:
+        """Graphviz DOT text of this graph: loop frames as clusters, devices as colours
+        (see :mod:`dataflow.viz`). ``open("g.dot", "w").write(g.to_dot())``."""
+        from ..viz import graph_to_dot
+        return graph_to_dot(self, name)
+
     def get_operations(self) -> list[Operation]:
         return list(self._ops)
 

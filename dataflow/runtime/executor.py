@@ -24,11 +24,13 @@ needed on the hot path and results never depend on scheduling.
 from __future__ import annotations
 
 import queue
+import threading
 import time
 
 from .. import errors
-from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, SWITCH,
-                   TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE, Plan)
+from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, RECV, SEND,
+                   SWITCH, TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE,
+                   Plan)
 
 import numpy as np
 
@@ -45,6 +47,7 @@ class _Dead:
 
 DEAD = _Dead()          # the value of a dead token
 _NO_VALUE = object()    # a fetch that never arrived
+_PENDING = object()     # a Recv whose value has not arrived yet
 # Inputs above this size may run on a worker thread. A hand-off costs tens of
 # microseconds plus GIL traffic; measured on the digits MLP step (arrays of 460 KB),
 # offloading at 256 KB made the step 1.7x slower, so only multi-megabyte work moves.
@@ -118,8 +121,12 @@ class IterationState:
 class Executor:
     """Runs one plan once. Create a new Executor per step (it is cheap)."""
 
-    def __init__(self, plan: Plan, pool=None, templates=None):
+    def __init__(self, plan: Plan, pool=None, templates=None, rendezvous=None):
         self.plan = plan
+        self.rendezvous = rendezvous  # for Send/Recv nodes (partitioned graphs only)
+        # Optional fast path of a rendezvous: take a value that is already there.
+        self._poll = getattr(rendezvous, "poll", None)
+        self._path_of = (None, ())    # (iteration, its frame path): the last one computed
         self.nodes = plan.nodes
         self.pool = pool
         self.templates = templates   # per-run {FramePlan: input template}, feeds filled in
@@ -220,6 +227,15 @@ class Executor:
                 elif role == ENTER:
                     self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
                     target = None
+                elif role == SEND:  # runs even when dead: the dead bit is sent
+                    self._send(gid, None if node_dead else inputs[base], node_dead, it)
+                elif role == RECV:
+                    if not node_dead:
+                        out = self._recv(gid, it)
+                        if out is _PENDING:  # completes through the done queue
+                            continue
+                        if out is DEAD:
+                            node_dead, out = 1, None
                 else:  # ControlTrigger: never dead
                     node_dead = 0
                 if target is None:
@@ -498,6 +514,54 @@ class Executor:
         if not parent_it.is_root:
             self._cleanup(parent_it)
 
+    # -- Send / Recv ---------------------------------------------------------------------------
+    def _path(self, it):
+        """frame_path(it), remembered for the last iteration asked about (the Sends and
+        Recvs of one iteration usually run one after another)."""
+        last, path = self._path_of
+        if last is not it:
+            path = frame_path(it)
+            self._path_of = (it, path)
+        return path
+
+    def _send(self, gid, value, node_dead, it):
+        src, dst, name = self.plan.transfers[gid]
+        self.rendezvous.send((src, dst, name, self._path(it)), value, bool(node_dead))
+
+    def _recv(self, gid, it):
+        """The received value (DEAD for a dead token) when it is already there, else
+        _PENDING: the scheduler keeps running other nodes and picks the value up from
+        the done queue (a Recv never blocks its partition: the partition may have to
+        Send before the value it waits for can be produced)."""
+        src, dst, name = self.plan.transfers[gid]
+        key = (src, dst, name, self._path(it))
+        if self._poll is not None:
+            got = self._poll(key)
+            if got is not None:
+                return DEAD if got[1] else got[0]
+        if self.done_queue is None:
+            self.done_queue = queue.SimpleQueue()
+        put = self.done_queue.put
+        me = threading.get_ident()
+        box = []
+        inside = [True]   # a later call on this thread (a rendezvous that reads its pipes
+        #                   on the waiting thread) must go through the queue
+
+        def done(value, is_dead, exc):
+            if exc is None and inside[0] and threading.get_ident() == me:
+                box.append(DEAD if is_dead else value)   # called from recv_async itself
+            else:
+                put((gid, it, DEAD if is_dead else value, exc))
+
+        self.inflight += 1
+        self.rendezvous.recv_async(key, done)
+        inside[0] = False
+        if box:
+            self.inflight -= 1
+            return box[0]
+        self.last_launched = gid
+        return _PENDING
+
     # -- worker threads ----------------------------------------------------------------------
     def _launch(self, gid, it, fn, args):
         if self.done_queue is None:
@@ -522,12 +586,16 @@ class Executor:
         try:
             gid, it, out, exc = self.done_queue.get(timeout=timeout)
         except queue.Empty:
+            waiting = self.nodes[self.last_launched][0] == RECV
             raise self._deadline_error(self.plan.ops[self.last_launched],
+                                       " while waiting for a Recv" if waiting else
                                        " while this kernel ran on a worker thread") from None
         self.inflight -= 1
         if exc is not None:
             raise self._kernel_error(gid, exc)
-        self._deliver(self.nodes[gid][5], out, self.nodes[gid][6], False, it)
+        # A Recv of a dead token hands back DEAD: all its outputs are dead.
+        dead = out is DEAD
+        self._deliver(self.nodes[gid][5], None if dead else out, self.nodes[gid][6], dead, it)
         it.outstanding -= 1
         if not it.outstanding and not it.is_root:
             self._cleanup(it)
@@ -554,6 +622,17 @@ class Executor:
         return errors.DeadlineExceededError(
             None, op, f"Timed out waiting for the step to finish (RunOptions.timeout_in_ms)"
             f"{where}")
+
+
+def frame_path(it) -> tuple:
+    """``((frame_name, iteration), ...)`` from the root frame down to iteration ``it``:
+    the run-time part of a rendezvous key (only Send/Recv nodes compute it)."""
+    path = ()
+    while not it.is_root:
+        frame = it.frame
+        path = ((frame.plan.name, it.num),) + path
+        it = frame.parent_iter
+    return path
 
 
 def _dead_exit(gid, it):

@@ -26,12 +26,27 @@ from .. import errors
 from ..framework import op_registry as R
 from ..framework.graph import Operation, Tensor
 from .devices import device_type
+from .fusion import NO_FUSION, fuse_elementwise as _fuse_elementwise
 
 # Role codes used by the executor (small ints compare faster than strings).
 NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER = range(7)
 _ROLE_CODES = {R.NORMAL: NORMAL, R.SWITCH: SWITCH, R.MERGE: MERGE, R.ENTER: ENTER,
                R.EXIT: EXIT, R.NEXT_ITERATION: NEXT_ITERATION,
                R.CONTROL_TRIGGER: CONTROL_TRIGGER}
+
+# Send/Recv (dataflow.ops.comm_ops) are executor roles keyed by op type: registering
+# them here keeps the op registry's roles to the control-flow primitives.
+SEND, RECV = 7, 8
+_ROLES_BY_TYPE: dict = {}
+
+
+def register_executor_role(op_type: str, code: int) -> None:
+    """Give every op of ``op_type`` the executor role ``code`` (``SEND`` or ``RECV``).
+
+    >>> register_executor_role("_Send", SEND)
+    """
+    _ROLES_BY_TYPE[op_type] = code
+
 
 # Edge delivery modes.
 TO_NODE = 0            # data or control edge into a non-Merge node
@@ -81,10 +96,15 @@ class Plan:
     feed_slots: list          # per feed index: [(FramePlan, slot)]
     heavy: list               # gid -> True if its kernel may be worth a worker thread
     num_feeds: int = 0
+    # gid -> (send_device, recv_device, tensor_name) of each Send/Recv node: the static
+    # part of its rendezvous key (set by dataflow.runtime.partitioned; empty otherwise)
+    transfers: dict = field(default_factory=dict)
+    fusion: object = None     # the elementwise groups fused into single nodes (fusion.py)
 
 
 def _role(op: Operation) -> int:
-    return _ROLE_CODES[op._op_def.role]
+    code = _ROLES_BY_TYPE.get(op._type)
+    return _ROLE_CODES[op._op_def.role] if code is None else code
 
 
 def _prune(fetch_tensors, target_ops, fed: set) -> list[Operation]:
@@ -177,11 +197,13 @@ def _foldable_const(op: Operation, fetched_ops: set) -> bool:
 
 
 def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
-               fold_constants=True) -> Plan:
+               fold_constants=True, fuse_elementwise=True) -> Plan:
     """Compile the subgraph that computes ``fetch_tensors`` and runs ``target_ops``.
 
     ``kernel_for(op)`` returns the kernel callable of a normal op (it raises for
-    ops without a kernel on their device).
+    ops without a kernel on their device). ``fuse_elementwise`` runs the fusion pass
+    (:mod:`.fusion`): a fused group's root reads the group's inputs, its interior ops
+    leave the plan, and ``kernel_for`` gets a ``FusedNode`` for the root.
     """
     fed = set(feed_tensors)
     fed_index = {t: i for i, t in enumerate(feed_tensors)}
@@ -200,11 +222,13 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
 
     fetched_ops = {t.op for t in fetch_tensors} | set(target_ops)
     folded = {op for op in ops if fold_constants and _foldable_const(op, fetched_ops)}
+    fusion = (_fuse_elementwise(ops, frame_of, fed, folded, fetched_ops, node_device_type)
+              if fuse_elementwise else NO_FUSION)
 
     # Control inputs after folding: a folded Const hands its control inputs on.
     def control_preds(op):
         preds = [c for c in op._control_inputs if c in needed and c not in folded]
-        for t in op._inputs:
+        for t in fusion.all_inputs_of(op):
             if t.op in folded and t not in fed:
                 preds.extend(_const_controls(t.op, needed, folded))
         seen, out = set(), []
@@ -216,7 +240,8 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
 
     forwarders = {op for op in ops if fold_constants and op not in folded
                   and _is_forwarder(op, fetched_ops, fed, folded, control_preds)}
-    kept = [op for op in ops if op not in folded and op not in forwarders]
+    kept = [op for op in ops if op not in folded and op not in forwarders
+            and op not in fusion.absorbed]
     gid_of = {op: i for i, op in enumerate(kept)}
 
     def producer(t: Tensor) -> Tensor:
@@ -229,7 +254,8 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
     layout = {}
     for op in kept:
         f = frame_of[op]
-        nslots = max(len(op._inputs), 2) if _role(op) == MERGE else len(op._inputs)
+        nin = len(fusion.inputs_of(op))
+        nslots = max(nin, 2) if _role(op) == MERGE else nin
         layout[op] = (f.num_nodes, f.num_slots, f.num_slots + nslots)
         f.num_nodes += 1
         f.num_slots += nslots
@@ -247,7 +273,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
         local, base, _end = layout[op]
         role = _role(op)
         dynamic = 0
-        for i, t in enumerate(op._inputs):
+        for i, t in enumerate(fusion.inputs_of(op)):
             if t in fed:
                 if role == MERGE:
                     raise errors.InvalidArgumentError(
@@ -304,7 +330,7 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
     for op in kept:
         role = _role(op)
         local, base, end = layout[op]
-        fn = kernel_for(op) if role in (NORMAL, CONTROL_TRIGGER) else None
+        fn = kernel_for(fusion.kernel_op(op)) if role in (NORMAL, CONTROL_TRIGGER) else None
         # Root-frame nodes run once per step, so their consumed inputs can be dropped at
         # once (loop iterations free their whole buffer when they finish instead).
         clear = role == NORMAL and frame_of[op] is frames[""] and end > base
@@ -325,7 +351,8 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
     return Plan(nodes=nodes, ops=kept, frames=frames, root=root, root_ready=root_ready,
                 enter_info=enter_info, merge_num_inputs=merge_num_inputs,
                 fetches=list(fetch_tensors), fetch_from_feed=fetch_from_feed,
-                feed_slots=feed_slots, heavy=heavy, num_feeds=len(feed_tensors))
+                feed_slots=feed_slots, heavy=heavy, num_feeds=len(feed_tensors),
+                fusion=fusion)
 
 
 def _drop_implied_control_edges(edges, kept_ops, frame_of, producer):

@@ -18,8 +18,11 @@ import numpy as np
 from .. import errors
 from ..framework.convert import convert_value
 from ..framework.graph import Operation, Tensor, get_default_graph
-from .devices import parse_device
+from .devices import (available_device_count, host_copy_function, inputs_from_device_memory,
+                      known_device_types, parse_device, unavailable_hint, with_host_inputs)
 from .executor import DEAD, _NO_VALUE, Executor
+from .fusion import fusion_enabled
+from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .structure import FetchMapper
 
@@ -31,20 +34,39 @@ class ConfigProto:
     """Session options, as TF's ``ConfigProto`` (the fields this runtime uses).
 
     ``device_count={"CPU": 2}`` creates simulated devices ``/cpu:0`` and ``/cpu:1``;
+    ``device_count={"GPU": n}`` uses at most ``n`` of the machine's GPUs (``/gpu:0``
+    exists when a CUDA GPU or Numba's CUDA simulator is there, see ``kernels/cuda``);
     ``allow_soft_placement`` moves ops on unknown devices to ``/cpu:0``;
     ``inter_op_parallelism_threads`` sizes the worker pool for large kernels
-    (0: two threads); ``fold_constants`` can switch constant folding off.
+    (0: two threads); ``fold_constants`` can switch constant folding off;
+    ``fuse_elementwise`` (on by default) fuses groups of elementwise float ops into one
+    generated kernel each (see ``dataflow/runtime/fusion.py``); the environment variable
+    ``DATAFLOW_FUSION=0`` switches fusion off for every session;
+    ``use_compiled_kernels=False`` runs the NumPy reference kernels on the CPU instead of
+    the Numba-compiled ones (``DATAFLOW_NUMBA_KERNELS=0`` does so for every session).
+    ``partition_mode``
+    says how a graph placed on several devices runs its partitions: ``"threads"`` (the
+    default: one executor per device, each on its own thread) or another registered
+    mode (see ``dataflow/runtime/partitioned.py``):
+
+    >>> sess = Session(config=ConfigProto(fuse_elementwise=False))  # doctest: +SKIP
     """
 
     def __init__(self, device_count=None, allow_soft_placement=False,
                  log_device_placement=False, inter_op_parallelism_threads=0,
-                 intra_op_parallelism_threads=0, fold_constants=True, **unused):
+                 intra_op_parallelism_threads=0, fold_constants=True,
+                 fuse_elementwise=True, use_compiled_kernels=True, **unused):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
         self.inter_op_parallelism_threads = inter_op_parallelism_threads
         self.intra_op_parallelism_threads = intra_op_parallelism_threads
         self.fold_constants = fold_constants
+        self.fuse_elementwise = fuse_elementwise
+        self.use_compiled_kernels = use_compiled_kernels
+        # How a graph placed on several devices runs its partitions: "threads" (each
+        # partition's executor on its own thread) or another registered mode.
+        self.partition_mode = unused.pop("partition_mode", "threads")
         self.extra = unused
 
 
@@ -73,9 +95,14 @@ def get_default_session():
 
 
 class Session:
-    """Runs parts of a graph (``tf.compat.v1.Session``)."""
+    """Runs parts of a graph (``tf.compat.v1.Session``).
 
-    def __init__(self, target="", graph=None, config=None):
+    ``devices=["/cpu:0", "/cpu:1"]`` declares the devices (an op placed elsewhere raises
+    unless ``allow_soft_placement``); without it, every CPU the graph names exists. A
+    graph placed on several devices runs partitioned (:func:`dataflow.partition`).
+    """
+
+    def __init__(self, target="", graph=None, config=None, devices=None):
         if target:
             raise ValueError("Distributed targets are not supported yet; use target=''")
         self._graph = graph or get_default_graph()
@@ -85,7 +112,8 @@ class Session:
         self._pool = None
         self._closed = False
         self._lock = threading.Lock()
-        self._devices = self._make_devices()
+        self._devices = self._make_devices() if devices is None else _parse_devices(devices)
+        partition_mode(self._partition_mode)  # an unknown mode fails here, not at run time
 
     graph = property(lambda self: self._graph)
     sess_str = property(lambda self: "")
@@ -100,8 +128,28 @@ class Session:
         devices = {("CPU", i) for i in range(cpus)}
         for kind, n in counts.items():  # GPUs and any other device type with kernels
             if kind != "CPU":
-                devices |= {(kind, i) for i in range(n)}
+                devices |= {(kind, i) for i in range(self._device_limit(kind, n))}
         return devices
+
+    @staticmethod
+    def _device_limit(kind, requested):
+        """How many ``kind`` devices exist: a device type a kernel package registered
+        (GPU) has what the machine has, at most ``requested``; others are simulated."""
+        if kind not in known_device_types():
+            return requested
+        return min(requested, available_device_count(kind))
+
+    def _add_available_device(self, dev) -> bool:
+        """Create device ``dev`` on first use when the machine has it (GPUs are counted
+        only when a graph asks for one: counting imports the CUDA runtime)."""
+        kind, index = dev
+        if kind == "CPU" or kind not in known_device_types():
+            return False
+        limit = {k.upper(): int(v) for k, v in self._config.device_count.items()}.get(kind)
+        if index >= self._device_limit(kind, index + 1 if limit is None else limit):
+            return False
+        self._devices.add(dev)
+        return True
 
     def list_devices(self):
         """The device names this session created."""
@@ -133,6 +181,9 @@ class Session:
     def close(self):
         """Release resources (variables, worker threads)."""
         self._closed = True
+        mode_state, self._mode_state = getattr(self, "_mode_state", None), None
+        if mode_state is not None:
+            mode_state.close()   # e.g. the processes mode's worker processes
         self._resources.clear()
         self._plans.clear()
         if self._pool is not None:
@@ -156,8 +207,7 @@ class Session:
         plan = self._plan(tensors, targets, feed_tensors)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        executor = Executor(plan, self._worker_pool(), self._templates(plan, feed_values))
-        raw = executor.run(deadline)
+        raw = self._execute(plan, feed_values, deadline)
         if run_metadata is not None:
             run_metadata.step_stats = {"nodes": len(plan.nodes)}
         for j, i in plan.fetch_from_feed.items():
@@ -176,11 +226,56 @@ class Session:
         plan = self._plan(tensors, [], feed_tensors)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = Executor(plan, self._worker_pool(), self._templates(plan, feed_values)).run(deadline)
+        raw = self._execute(plan, feed_values, deadline)
         for j, i in plan.fetch_from_feed.items():
             raw[j] = feed_values[i]
         return [(None, True) if v is DEAD else (self._fetched_value(t, v, plan), False)
                 for t, v in zip(tensors, raw)]
+
+    def _execute(self, plan, feed_values, deadline):
+        """Raw fetched values of one step: one executor, or one per partition."""
+        if isinstance(plan, PartitionedPlan):
+            return run_partitioned(plan, feed_values, deadline, self._partition_mode,
+                                   self._worker_pool(), self._templates,
+                                   runner=self._mode_runner())
+        return Executor(plan, self._worker_pool(), self._templates(plan, feed_values)).run(
+            deadline)
+
+    @property
+    def _partition_mode(self) -> str:
+        return getattr(self._config, "partition_mode", "threads")
+
+    def _mode_runner(self):
+        """The partition mode's per-Session runner, if it has one (made once)."""
+        mode = partition_mode(self._partition_mode)
+        if mode.per_session is None:
+            return None
+        if getattr(self, "_mode_state", None) is None:
+            self._mode_state = mode.per_session(self)
+        return self._mode_state.run
+
+    def _partitioned_plan(self, tensors, targets, feed_tensors):
+        """A PartitionedPlan when the ops these fetches need are explicitly placed on two
+        or more devices (unplaced ops then run on /cpu:0), else None: graphs on one
+        device keep the single-executor path."""
+        from .plan import _prune
+        ops = _prune(tensors, targets, set(feed_tensors))
+        if len({self._declared_place(op) for op in ops if op.device} - {None}) < 2 and \
+                not partition_mode(self._partition_mode).partition_single_device:
+            return None
+        return build_partitioned_plan(
+            self._graph, tensors, targets, feed_tensors, self._kernel_for,
+            fold_constants=self._config.fold_constants, default_device="/device:CPU:0",
+            resolve=lambda op: "/device:{}:{}".format(*self._place(op)),
+            fuse_elementwise=fusion_enabled(getattr(self._config, "fuse_elementwise", True)))
+
+    def _declared_place(self, op):
+        """``_place(op)``, or None for an undeclared device (the plan's kernel lookup
+        then reports it, naming the op that needs the kernel)."""
+        try:
+            return self._place(op)
+        except errors.InvalidArgumentError:
+            return None
 
     @staticmethod
     def _templates(plan, feed_values):
@@ -210,6 +305,11 @@ class Session:
                 return v[()]
             if not v.flags.writeable:  # constants and variable storage: hand out a copy
                 return v.copy()
+            return v
+        if len(self._devices) > 1:  # a value left in a GPU's memory comes back as NumPy
+            to_host = host_copy_function({kind for kind, _ in self._devices})
+            if to_host is not None:
+                return to_host(v)
         return v
 
     def _convert_feeds(self, feed_dict):
@@ -253,8 +353,12 @@ class Session:
             with self._lock:
                 if len(self._plans) > 256:
                     self._plans.clear()
-                plan = build_plan(g, tensors, targets, feed_tensors, self._kernel_for,
-                                  fold_constants=self._config.fold_constants)
+                plan = self._partitioned_plan(tensors, targets, feed_tensors)
+                if plan is None:
+                    plan = build_plan(g, tensors, targets, feed_tensors, self._kernel_for,
+                                      fold_constants=self._config.fold_constants,
+                                      fuse_elementwise=fusion_enabled(
+                                          getattr(self._config, "fuse_elementwise", True)))
                 self._plans[key] = plan
         return plan
 
@@ -262,9 +366,11 @@ class Session:
         from kernels.registry import KernelContext, find_kernel
         device = self._place(op)
         dtype = device[0]
-        factory = find_kernel(op, dtype)
+        # Without compiled kernels the CPU runs the NumPy reference kernels (priority 0).
+        cap = None if getattr(self._config, "use_compiled_kernels", True) else 0
+        factory = find_kernel(op, dtype, cap if dtype == "CPU" else None)
         if factory is None and self._config.allow_soft_placement and dtype != "CPU":
-            dtype, factory = "CPU", find_kernel(op, "CPU")
+            dtype, factory = "CPU", find_kernel(op, "CPU", cap)
         if factory is None:
             raise errors.NotFoundError(
                 None, op, f"No kernel registered for op type {op.type} on device type "
@@ -272,24 +378,55 @@ class Session:
         ctx = KernelContext(op=op, device=op.device, device_type=dtype,
                             resources=self._resources, options=self._config)
         try:
-            return factory(ctx)
+            fn = factory(ctx)
         except errors.OpError:
             raise
         except Exception as e:
             raise errors.InvalidArgumentError(None, op, f"Cannot build kernel: {e}") from e
+        return self._with_host_copies(op, fn) if dtype == "CPU" else fn
+
+    def _device_memory_kinds(self) -> frozenset:
+        """The device types named in the graph whose memory is not the host's (cached
+        per graph version: plan building asks once per CPU op)."""
+        cached = getattr(self, "_memory_kinds", None)
+        if cached is not None and cached[0] == self._graph.version:
+            return cached[1]
+        kinds = {parse_device(o.device).device_type for o in self._graph._ops if o.device}
+        found = frozenset(k for k in kinds - {None, "CPU"} if host_copy_function([k]))
+        self._memory_kinds = (self._graph.version, found)
+        return found
+
+    def _with_host_copies(self, op, fn):
+        """A CPU kernel whose inputs may come from a device with memory of its own (a
+        GPU) copies those inputs to the host first. Decided once per plan, so graphs
+        without such devices pay nothing per node (see ``devices.py``)."""
+        memory_kinds = self._device_memory_kinds()
+        if not memory_kinds:
+            return fn
+        to_host = host_copy_function(memory_kinds)
+
+        def in_device_memory(producer):
+            place = self._declared_place(producer)
+            return place is not None and place[0] in memory_kinds
+
+        indices = inputs_from_device_memory(op, in_device_memory)
+        return with_host_inputs(fn, indices, to_host) if indices else fn
 
     def _place(self, op):
         if not op.device:
             return ("CPU", 0)
         spec = parse_device(op.device)
         dev = (spec.device_type or "CPU", spec.device_index or 0)
-        if dev in self._devices:
+        if dev in self._devices or self._add_available_device(dev):
             return dev
         if self._config.allow_soft_placement:
             return ("CPU", 0)
+        hint = unavailable_hint(dev[0]) if dev[0] in known_device_types() and \
+            not available_device_count(dev[0]) else ""
         raise errors.InvalidArgumentError(
             None, op, f"Cannot assign a device for operation {op.name}: {op.device} was "
-            f"explicitly assigned but this session has only {self.list_devices()}. Pass "
+            f"explicitly assigned but this session has only {self.list_devices()}"
+            f"{' (' + hint + ')' if hint else ''}. Pass "
             "config=df.ConfigProto(allow_soft_placement=True) to place it on /cpu:0.")
 
     def _worker_pool(self):
@@ -312,6 +449,15 @@ class InteractiveSession(Session):
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(None, None, None)
         super().close()
+
+
+def _parse_devices(names) -> set:
+    """``Session(devices=["/cpu:0", "/cpu:1"])``: the declared devices as (type, index)."""
+    out = set()
+    for name in names:
+        spec = parse_device(name)
+        out.add((spec.device_type or "CPU", spec.device_index or 0))
+    return out or {("CPU", 0)}
 
 
 def _short(value) -> str:

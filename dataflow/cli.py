@@ -1,0 +1,135 @@
+"""The ``dataflow`` command (also ``python -m dataflow``).
+
+``dataflow viz TARGET [-o OUT] [--partition] [--fetch NAME ...]`` draws a graph:
+
+* ``TARGET`` is a Python script that builds a graph, or the name of a program in
+  ``examples/`` (``control_flow_demo``, ``digits_rnn``, ...). The script runs with
+  ``__name__ == "__dataflow_viz__"`` in a fresh default graph, so its ``if __name__ ==
+  "__main__":`` part does not run; if that leaves the graph empty, its
+  ``build_model()`` or ``build_graph()`` (else ``main()``) is called to build it;
+* ``-o out.svg`` / ``out.png`` renders with Graphviz ``dot`` (an error says so if it is
+  not installed); ``-o out.dot`` or no ``-o`` writes the DOT text (to stdout);
+* ``--partition`` draws ``df.partition`` of the graph instead: one cluster per device,
+  Send/Recv pairs and control loops. It partitions what ``--fetch`` names (op or
+  tensor names), by default every op nothing else consumes; placeholders are fed.
+
+Example::
+
+    dataflow viz examples/control_flow_demo.py -o demo.svg
+    python -m dataflow viz digits_rnn --partition -o rnn.dot
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import runpy
+import sys
+
+__all__ = ["load_graph", "main"]
+
+_BUILDERS = ("build_model", "build_graph", "main")
+
+
+def _examples_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples")
+
+
+def _resolve_target(target: str) -> str:
+    if os.path.isfile(target):
+        return target
+    name = target.removesuffix(".py")
+    path = os.path.join(_examples_dir(), name + ".py")
+    if os.path.isfile(path):
+        return path
+    examples = sorted(f[:-3] for f in os.listdir(_examples_dir()) if f.endswith(".py")) \
+        if os.path.isdir(_examples_dir()) else []
+    raise SystemExit(f"dataflow viz: {target!r} is neither a script nor an example "
+                     f"(examples: {', '.join(examples) or 'none found'})")
+
+
+def load_graph(target: str):
+    """Run the script (or example) ``target`` and return the graph it built."""
+    import dataflow as df
+    path = _resolve_target(target)
+    graph = df.Graph()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        # What the script prints goes to stderr: stdout may be carrying the DOT text.
+        with graph.as_default(), contextlib.redirect_stdout(sys.stderr):
+            module = runpy.run_path(path, run_name="__dataflow_viz__")
+            for name in _BUILDERS:
+                if graph.get_operations() or not callable(module.get(name)):
+                    continue
+                module[name]()
+    finally:
+        sys.path.pop(0)
+    if not graph.get_operations():
+        raise SystemExit(f"dataflow viz: {path} built no ops in the default graph (define "
+                         "the graph at module level, or a build_model()/build_graph())")
+    return graph
+
+
+def _sinks(graph):
+    """Ops whose outputs and control outputs nobody uses: what the graph computes."""
+    used = set()
+    for op in graph.get_operations():
+        used.update(t.op for t in op.inputs)
+        used.update(op.control_inputs)
+    return [op for op in graph.get_operations() if op not in used]
+
+
+def _dot_text(graph, args) -> str:
+    if not args.partition:
+        return graph.to_dot()
+    from .partition import partition
+    fetches = args.fetch or _sinks(graph)
+    feeds = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
+    return partition(graph, fetches, feeds).to_dot()
+
+
+def _viz(args) -> int:
+    from . import viz
+    dot_text = _dot_text(load_graph(args.target), args)
+    out = args.output
+    if out is None:
+        sys.stdout.write(dot_text)
+        return 0
+    if out.lower().endswith(".dot") or out.lower().endswith(".gv"):
+        with open(out, "w") as f:
+            f.write(dot_text)
+    else:
+        try:
+            viz.render(dot_text, out)
+        except viz.DotNotFoundError as e:
+            print(f"dataflow viz: {e}", file=sys.stderr)
+            return 2
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dataflow", description="dataflow tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("viz", help="draw a graph built by a script or an example "
+                                   "(Graphviz DOT, SVG or PNG)")
+    v.add_argument("target", help="a Python script, or the name of a program in examples/")
+    v.add_argument("-o", "--output", help="out.svg, out.png (needs Graphviz 'dot') or "
+                                          "out.dot; default: DOT text on stdout")
+    v.add_argument("--partition", action="store_true",
+                   help="draw the per-device partitions (Send/Recv, control loops)")
+    v.add_argument("--fetch", action="append",
+                   help="with --partition: an op or tensor name to compute (repeatable)")
+    v.set_defaults(func=_viz)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``dataflow`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

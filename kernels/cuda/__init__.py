@@ -1,0 +1,27 @@
+"""CUDA kernels (``numba.cuda``) for ``/gpu:N`` devices.
+
+Importing this package only registers kernel factories and the GPU's memory and
+device count; ``numba.cuda`` itself is imported the first time a session counts
+GPUs or builds a GPU kernel, so ``import dataflow`` stays fast and works on
+machines without a GPU. Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``,
+set before numba is first imported) ``/gpu:0`` exists without a GPU.
+
+Layout: ``runtime`` (lazy import, device count, host/device copies, launch
+lock), one registration module per op family (``elementwise``, ``reduction``,
+``nn``, ``matmul``, ``array``, ``state``, ``fused``), ``device/`` the kernel sources,
+``fallback`` the host round trip for ops without a CUDA kernel, ``compile_check``
+the PTX compile check of every kernel.
+
+>>> import dataflow as df
+>>> with df.device("/gpu:0"):
+...     y = df.matmul(a, b)                 # doctest: +SKIP
+"""
+from dataflow.runtime.devices import register_device_type
+
+from ..registry import register_device_memory
+from . import runtime
+from . import array, elementwise, fused, matmul, nn, reduction, state  # noqa: F401
+from . import fallback  # noqa: F401  (last: it fills in every op left without a kernel)
+
+register_device_memory("GPU", runtime.to_host, runtime.to_device)
+register_device_type("GPU", runtime.gpu_count, runtime.NO_GPU_HINT, to_host=runtime.to_host)

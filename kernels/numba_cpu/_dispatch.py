@@ -1,0 +1,139 @@
+"""What every Numba CPU kernel wrapper shares: the NumPy fallback, lazy compiled
+functions, and the size thresholds below which the NumPy kernel is faster.
+
+A kernel factory here returns a small Python wrapper: NumPy scalars and arrays below
+a threshold go to the NumPy reference kernel (a Numba dispatcher call costs about
+0.5 µs before any work, more than NumPy needs for small arrays), larger C-contiguous
+float arrays to the compiled function. The wrapper returns exactly what the
+reference returns (dtype, shape, 0-d results as NumPy scalars).
+
+>>> @register_numba("Neg", FLOAT_TYPES)            # doctest: +SKIP
+... def _neg(ctx, ref): ...
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib
+import os
+
+from .. import registry
+
+__all__ = [
+    "ARRAY_MIN_SIZE",
+    "ELEMENTWISE_MIN_SIZE",
+    "ENABLED",
+    "FLOAT_TYPES",
+    "MULTIPASS_MIN_SIZE",
+    "REDUCTION_MIN_SIZE",
+    "SELECT_MIN_SIZE",
+    "SOFTMAX_MIN_SIZE",
+    "TRANSCENDENTAL_MIN_SIZE",
+    "lazy",
+    "reference_kernel",
+    "register_numba",
+]
+
+FLOAT_TYPES = ("float32", "float64")
+
+#: ``DATAFLOW_NUMBA_KERNELS=0`` leaves the NumPy kernels in charge (for comparisons).
+ENABLED = os.environ.get("DATAFLOW_NUMBA_KERNELS", "1") != "0"
+
+# Sizes (elements of the largest input) from which the compiled path is used, measured
+# with ``python -m benchmarks.kernels_table --thresholds`` (every threshold set to 0;
+# the size where the compiled wrapper's median drops below the NumPy kernel's, float32,
+# rounded to a power of two). A wrapper call costs ~1 µs more than a NumPy call (the
+# dispatcher ~0.35 µs, the output allocation and reshapes the rest).
+ELEMENTWISE_MIN_SIZE = 16384     # one NumPy pass (add, neg, ...): both end memory-bound
+MULTIPASS_MIN_SIZE = 4096        # NumPy needs 2+ passes or broadcasts: grads, bias adds
+TRANSCENDENTAL_MIN_SIZE = 512    # exp, log, tanh, sigmoid
+REDUCTION_MIN_SIZE = 64          # the NumPy reduction kernels cost 3.5 µs at any size
+SOFTMAX_MIN_SIZE = 16            # the compiled row loop wins at every size measured
+ARRAY_MIN_SIZE = 4096            # gather, one_hot (elements of the output)
+SELECT_MIN_SIZE = 16384
+
+
+def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False):
+    """Register ``factory(ctx, ref)`` for ``op_type`` over the NumPy kernel (priority 1).
+
+    ``ref`` is the NumPy reference kernel of the same node, for the fallback path.
+    Nothing is registered when the Numba kernels are switched off.
+    """
+    def decorate(factory):
+        def numba_factory(ctx):
+            return factory(ctx, reference_kernel(ctx))
+        numba_factory.numba_cpu = True
+        numba_factory.__doc__ = factory.__doc__
+        if ENABLED:
+            registry.register_kernel(op_type, device="CPU", dtypes=dtypes, priority=1,
+                                     parallel=parallel)(numba_factory)
+        return factory
+    return decorate
+
+
+def reference_kernel(ctx):
+    """The NumPy reference kernel of ``ctx.op``: the best registered CPU kernel that is
+    not one of this package's."""
+    from dataflow import dtypes as _dt
+    dt = registry.kernel_dtype(ctx.op)
+    for entry in registry._REGISTRY.get((ctx.op.type, "CPU"), ()):
+        if getattr(entry.factory, "numba_cpu", False):
+            continue
+        if entry.dtypes is None or _dt.as_dtype(dt) in entry.dtypes:
+            return entry.factory(ctx)
+    raise LookupError(f"no NumPy kernel for {ctx.op.type}")
+
+
+# Numba keys a cached function on its own source file only. The compiled modules also
+# compile code from these files, so a change there must drop their cache entries.
+_JIT_MODULES = ("_elementwise_jit", "_reduction_jit", "_nn_jit", "_array_jit", "_training_jit")
+_DEPENDENCIES = ("../approx.py", "_scalar.py")
+_cache_checked = False
+
+
+def refresh_disk_cache():
+    """Delete this package's Numba cache files if kernels.approx or _scalar changed
+    since they were written (a stamp file holds the hash of those sources)."""
+    global _cache_checked
+    if _cache_checked:
+        return
+    _cache_checked = True
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for rel in _DEPENDENCIES:
+        with open(os.path.join(here, rel), "rb") as f:
+            digest.update(f.read())
+    cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(here, "__pycache__")
+    stamp = os.path.join(cache, "numba_cpu_dependencies.sha256")
+    try:
+        with open(stamp) as f:
+            if f.read() == digest.hexdigest():
+                return
+    except OSError:
+        pass
+    try:
+        for mod in _JIT_MODULES:
+            for path in glob.glob(os.path.join(glob.escape(cache), f"**/{mod}.*.nb[ic]"),
+                                  recursive=True):
+                os.remove(path)
+        os.makedirs(cache, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(digest.hexdigest())
+    except OSError:  # a read-only tree: Numba then does not cache either
+        pass
+
+
+def lazy(module, builder, *args):
+    """A function that, on its first call, imports ``kernels.numba_cpu.<module>`` and
+    replaces itself by ``getattr(module, builder)(*args)`` (so importing dataflow and
+    building plans import no Numba; only a large value reaching the kernel does)."""
+    fn = None
+
+    def call(*call_args):
+        nonlocal fn
+        if fn is None:
+            refresh_disk_cache()
+            mod = importlib.import_module(f"kernels.numba_cpu.{module}")
+            fn = getattr(mod, builder)(*args)
+        return fn(*call_args)
+    return call

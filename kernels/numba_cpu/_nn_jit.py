@@ -1,0 +1,115 @@
+"""Compiled softmax, log-softmax and fused softmax cross-entropy (imports Numba), row
+by row over a C-contiguous ``(rows, n)`` array.
+
+Each row takes its max, writes ``e = exp(x - max)`` with :func:`kernels.approx.exp`,
+sums ``e`` as the reductions do, then finishes in one more pass. The cross-entropy
+computes the loss and its gradient ``softmax - labels`` in that last pass, with no
+temporaries. NaN and inf propagate as in the NumPy kernels (a row's max is NaN if
+the row holds a NaN; an inf max makes the row NaN).
+
+>>> softmax_rows(x2d, out2d)                     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import approx
+from ._reduction_jit import LANES, _max_contiguous, _sum_contiguous
+from ._scalar import cast_like, zero
+
+_JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
+
+
+@njit(**_JIT)
+def _exp_shifted(v, m, out):
+    """``out = exp(v - m)``; returns the sum of ``out`` in v's dtype."""
+    for j in range(v.size):
+        out[j] = approx.exp(v[j] - m)
+    return cast_like(m, _sum_contiguous(out))
+
+
+@njit(**_JIT)
+def softmax_rows(x, out):
+    """``out[a] = softmax(x[a])`` for 2-D ``x``."""
+    acc = np.empty(LANES, x.dtype)
+    for a in range(x.shape[0]):
+        o = out[a]
+        s = _exp_shifted(x[a], _max_contiguous(x[a], acc), o)
+        for j in range(o.size):
+            o[j] = o[j] / s
+
+
+@njit(**_JIT)
+def log_softmax_rows(x, out):
+    """``out[a] = x[a] - max - log(sum(exp(x[a] - max)))`` for 2-D ``x``."""
+    acc = np.empty(LANES, x.dtype)
+    for a in range(x.shape[0]):
+        row, o = x[a], out[a]
+        m = _max_contiguous(row, acc)
+        lse = cast_like(m, math.log(_exp_shifted(row, m, o)))
+        for j in range(o.size):
+            o[j] = (row[j] - m) - lse
+
+
+@njit(fastmath={"reassoc"}, **_JIT)
+def _xent_tail(row, labels, bp, m, lse, s):
+    # bp holds exp(row - m); it becomes softmax - labels, and the loss is returned.
+    acc = zero(m)
+    for j in range(row.size):
+        acc += labels[j] * ((row[j] - m) - lse)
+        bp[j] = bp[j] / s - labels[j]
+    return -acc
+
+
+@njit(**_JIT)
+def xent_rows(x, labels, loss, backprop):
+    """Per row: ``loss[a] = -sum(labels * log_softmax(x[a]))`` and
+    ``backprop[a] = softmax(x[a]) - labels[a]``."""
+    acc = np.empty(LANES, x.dtype)
+    for a in range(x.shape[0]):
+        row, bp = x[a], backprop[a]
+        m = _max_contiguous(row, acc)
+        s = _exp_shifted(row, m, bp)
+        lse = cast_like(m, math.log(s))
+        loss[a] = _xent_tail(row, labels[a], bp, m, lse, s)
+
+
+@njit(**_JIT)
+def _exp_flat(src, dst):
+    for i in range(src.size):
+        dst[i] = approx.exp(src[i])
+
+
+@njit(**_JIT)
+def xent_short_rows(x, labels, loss, backprop):
+    """:func:`xent_rows` for rows shorter than a vector loop pays (class counts such as
+    10): ``exp`` runs once over the whole ``(rows, n)`` block so it vectorizes across
+    rows (2.1x faster on 1797 x 10; slower on rows of 100, which use xent_rows)."""
+    rows, n = x.shape
+    acc = np.empty(LANES, x.dtype)
+    z = np.empty_like(x)
+    for a in range(rows):
+        row, zr = x[a], z[a]
+        m = _max_contiguous(row, acc)
+        for j in range(n):
+            zr[j] = row[j] - m
+    _exp_flat(z.reshape(-1), backprop.reshape(-1))
+    for a in range(rows):
+        bp, zr, lab = backprop[a], z[a], labels[a]
+        s = zero(acc[0])
+        for j in range(n):
+            s += bp[j]
+        lse = cast_like(s, math.log(s))
+        total = zero(s)
+        for j in range(n):
+            total += lab[j] * (zr[j] - lse)
+            bp[j] = bp[j] / s - lab[j]
+        loss[a] = -total
+
+
+def kernel(name):
+    """The compiled kernel called ``name`` (for :func:`._dispatch.lazy`)."""
+    return globals()[name]

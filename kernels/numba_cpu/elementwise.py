@@ -1,0 +1,163 @@
+"""Numba kernels of the elementwise ops: unary math, activations, binary arithmetic
+with the common broadcasts, the activation gradients, and SelectV2.
+
+float32 and float64 are compiled; other dtypes keep the NumPy kernels. Arithmetic
+results equal NumPy's bit for bit; Exp, Log, Tanh, Sigmoid use :mod:`kernels.approx`
+on the compiled path (error bounds there). Broadcasts compiled: same shape, array
+with a scalar (or a size-1 array of no higher rank), ``(..., n)`` with an ``n``-row,
+``(..., m, n)`` with an ``(..., m, 1)`` column, either operand first; anything else,
+non-contiguous arrays, and values below the size thresholds use the NumPy kernel.
+
+>>> with df.Graph().as_default():                 # doctest: +SKIP
+...     y = df.tanh(x) + b                          # Tanh, AddV2 (row broadcast)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dispatch
+from ._dispatch import FLOAT_TYPES, lazy, register_numba
+
+_ndarray = np.ndarray
+
+UNARY_OPS = ("Neg", "Square", "Sqrt", "Rsqrt", "Reciprocal", "Abs", "Relu",
+             "Exp", "Log", "Tanh", "Sigmoid")
+_TRANSCENDENTAL = frozenset({"Exp", "Log", "Tanh", "Sigmoid"})
+# Ops NumPy computes in two or more passes over memory (the compiled loop needs one).
+_MULTIPASS = frozenset({"Rsqrt", "Relu", "SquaredDifference", "TanhGrad", "SigmoidGrad"})
+BINARY_OPS = ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference",
+              "TanhGrad", "SigmoidGrad")
+PATTERNS = ("vv", "vs", "sv", "rows", "rows_rev", "cols", "cols_rev")
+
+
+def _np_dtype(dtype):
+    return np.dtype(dtype.as_numpy_dtype)
+
+
+def _min_size(name):
+    """The size threshold of op ``name`` on the same-shape (or scalar) path."""
+    if name in _TRANSCENDENTAL:
+        return _dispatch.TRANSCENDENTAL_MIN_SIZE
+    if name in _MULTIPASS:
+        return _dispatch.MULTIPASS_MIN_SIZE
+    return _dispatch.ELEMENTWISE_MIN_SIZE
+
+
+def _unary(ctx, ref):
+    """Compiled ``out[i] = op(x[i])`` for large C-contiguous arrays."""
+    name, dt = ctx.op.type, _np_dtype(ctx.input_dtypes[0])
+    threshold = _min_size(name)
+    loop = lazy("_elementwise_jit", "unary_loop", name)
+
+    def unary(x):
+        if type(x) is _ndarray and x.size >= threshold and x.dtype is dt \
+                and x.flags.c_contiguous:
+            out = np.empty(x.shape, dt)
+            loop(x.reshape(-1), out.reshape(-1))
+            return out
+        return ref(x)
+    return unary
+
+
+for _name in UNARY_OPS:
+    register_numba(_name)(_unary)
+
+
+def _binary(ctx, ref):
+    """Compiled binary op for large arrays in one of the broadcast patterns."""
+    name, dt = ctx.op.type, _np_dtype(ctx.input_dtypes[0])
+    loops = {p: lazy("_elementwise_jit", "binary_loop", name, p) for p in PATTERNS}
+    same_min = _min_size(name)               # same shape or with a scalar
+    low = min(same_min, _dispatch.MULTIPASS_MIN_SIZE)   # row/column broadcasts
+
+    def binary(x, y):
+        if (type(x) is _ndarray and x.size >= low) or (type(y) is _ndarray and y.size >= low):
+            out = _broadcast_call(loops, dt, x, y, same_min)
+            if out is not None:
+                return out
+        return ref(x, y)
+    return binary
+
+
+for _name in BINARY_OPS:
+    register_numba(_name)(_binary)
+
+
+def _broadcast_call(loops, dt, x, y, same_min):
+    """Run the compiled loop matching how ``x`` and ``y`` broadcast, or return None
+    (also for same-shape or scalar operands below ``same_min`` elements)."""
+    if type(x) is not _ndarray:
+        if y.size < same_min or type(x) is not dt.type or y.dtype is not dt \
+                or not y.flags.c_contiguous:
+            return None
+        out = np.empty(y.shape, dt)
+        loops["sv"](x, y.reshape(-1), out.reshape(-1))
+        return out
+    if type(y) is not _ndarray:
+        if x.size < same_min or type(y) is not dt.type or x.dtype is not dt \
+                or not x.flags.c_contiguous:
+            return None
+        out = np.empty(x.shape, dt)
+        loops["vs"](x.reshape(-1), y, out.reshape(-1))
+        return out
+    if x.dtype is not dt or y.dtype is not dt or not (x.flags.c_contiguous
+                                                      and y.flags.c_contiguous):
+        return None
+    if x.shape == y.shape:
+        if x.size < same_min:
+            return None
+        out = np.empty(x.shape, dt)
+        loops["vv"](x.reshape(-1), y.reshape(-1), out.reshape(-1))
+        return out
+    if x.size >= y.size:
+        return _array_with_smaller(loops, dt, x, y, "vs", "rows", "cols", False, same_min)
+    return _array_with_smaller(loops, dt, y, x, "sv", "rows_rev", "cols_rev", True, same_min)
+
+
+def _array_with_smaller(loops, dt, big, small, scalar_p, rows_p, cols_p, small_first,
+                        same_min):
+    """``big`` op ``small`` (or ``small`` op ``big``) where ``small`` broadcasts as a
+    scalar, a row or a column of ``big``; None for other shapes."""
+    if small.ndim > big.ndim or big.ndim == 0:
+        return None
+    if small.size == 1:
+        if big.size < same_min:
+            return None
+        out = np.empty(big.shape, dt)
+        s = small.reshape(-1)[0]
+        args = (s, big.reshape(-1)) if small_first else (big.reshape(-1), s)
+        loops[scalar_p](*args, out.reshape(-1))
+        return out
+    n = big.shape[-1]
+    if big.ndim < 2 or n == 0:
+        return None
+    if small.size == n and small.shape[-1] == n:
+        vec = small.reshape(n)
+    elif small.shape == big.shape[:-1] + (1,):
+        vec, rows_p = small.reshape(-1), cols_p
+    else:
+        return None
+    b2 = big.reshape(-1, n)
+    out = np.empty(big.shape, dt)
+    loops[rows_p](*((vec, b2) if small_first else (b2, vec)), out.reshape(-1, n))
+    return out
+
+
+@register_numba("SelectV2", dtypes=("bool",))
+def _select(ctx, ref):
+    """Compiled ``where(c, x, y)`` for large float arrays of one shape."""
+    dt = _np_dtype(ctx.output_dtypes[0])
+    if dt.name not in FLOAT_TYPES:
+        return ref
+    loop = lazy("_elementwise_jit", "select_loop")
+
+    def select(c, x, y):
+        if type(x) is _ndarray and x.size >= _dispatch.SELECT_MIN_SIZE and type(c) is _ndarray \
+                and type(y) is _ndarray and c.shape == x.shape == y.shape \
+                and x.dtype is dt and y.dtype is dt and c.dtype == np.bool_ \
+                and c.flags.c_contiguous and x.flags.c_contiguous and y.flags.c_contiguous:
+            out = np.empty(x.shape, dt)
+            loop(c.reshape(-1), x.reshape(-1), y.reshape(-1), out.reshape(-1))
+            return out
+        return ref(c, x, y)
+    return select

@@ -1,0 +1,88 @@
+"""Numba kernels of Sum, Mean and Max over float32/float64.
+
+The reduced axes must form one run of adjacent axes (any ``axis`` of a 2-D array,
+``axis=None``, trailing or leading runs); the array is then viewed as ``(A, R, B)``
+and reduced by :mod:`kernels.numba_cpu._reduction_jit`. Other axis sets,
+non-contiguous arrays and small arrays use the NumPy kernel, and so does Max over
+rows of 64 or more contiguous elements (NumPy is faster there). Sums differ from
+NumPy's pairwise sums by rounding only (see ``_reduction_jit``); Max is exact.
+
+>>> df.reduce_sum(x, axis=0)                      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _dispatch
+from ._dispatch import lazy, register_numba
+
+_ndarray = np.ndarray
+
+
+def split_axes(shape, axis, keep_dims):
+    """``((A, R, B), out_shape)`` when the reduced axes are adjacent, else None.
+
+    >>> split_axes((2, 3, 4), 1, False)
+    ((2, 3, 4), (2, 4))
+    """
+    ndim = len(shape)
+    axes = range(ndim) if axis is None else [axis] if isinstance(axis, int) else list(axis)
+    if ndim == 0 or not axes or any(not -ndim <= a < ndim for a in axes):
+        return None
+    axes = sorted(a % ndim for a in axes)
+    if len(set(axes)) != len(axes) or axes[-1] - axes[0] != len(axes) - 1:
+        return None
+    lo, hi = axes[0], axes[-1] + 1
+    a, r, b = math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:])
+    if keep_dims:
+        out = shape[:lo] + (1,) * (hi - lo) + shape[hi:]
+    else:
+        out = shape[:lo] + shape[hi:]
+    return (a, r, b), out
+
+
+def _reduction(last, middle, mean=False, last_max_run=None):
+    """A factory for ``last``/``middle`` kernels; rows of ``last_max_run`` elements or
+    more are left to NumPy (where its reduction is faster than ours)."""
+    def factory(ctx, ref):
+        axis, keep = ctx.attr("axis"), ctx.attr("keep_dims")
+        dt = np.dtype(ctx.output_dtypes[0].as_numpy_dtype)
+        if ctx.input_dtypes[0] != ctx.output_dtypes[0]:
+            return ref
+        last_fn = lazy("_reduction_jit", "kernel", last)
+        middle_fn = lazy("_reduction_jit", "kernel", middle)
+        plans = {}  # input shape -> split_axes(...): shapes repeat across runs
+
+        def reduce(x):
+            if type(x) is not _ndarray or x.size < _dispatch.REDUCTION_MIN_SIZE \
+                    or x.dtype is not dt or not x.flags.c_contiguous:
+                return ref(x)
+            plan = plans.get(x.shape, False)
+            if plan is False:
+                plan = plans[x.shape] = split_axes(x.shape, axis, keep)
+            if plan is None:
+                return ref(x)
+            (a, r, b), out_shape = plan
+            if b == 1 and last_max_run is not None and r >= last_max_run:
+                return ref(x)
+            if b == 1:
+                out = np.empty(a, dt)
+                last_fn(x.reshape(a, r), out)
+            else:
+                out = np.empty((a, b), dt)
+                middle_fn(x.reshape(a, r, b), out)
+            if mean:
+                out /= dt.type(r)
+            return out.reshape(out_shape) if out_shape else out[0]
+        return reduce
+    return factory
+
+
+register_numba("Sum")(_reduction("sum_last", "sum_middle"))
+register_numba("Mean")(_reduction("sum_last", "sum_middle", mean=True))
+# np.max over long contiguous rows is SIMD with a tree at the end: 1.5x faster than our
+# 32-lane loop at 1e6 elements, 1.9x on rows of 100. Ours wins on short rows (1.5x on
+# rows of 10, as in softmax over classes) and across rows (``max_middle``).
+register_numba("Max")(_reduction("max_last", "max_middle", last_max_run=64))
