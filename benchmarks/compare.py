@@ -78,6 +78,7 @@ def ours_workloads(config=None, quick=False) -> dict:
         "matmul": _session_fn(_matmul_graph(m), frameworks.matmul_inputs(m), config),
         "mlp_adam_step": workloads.make_mlp_adam_step(config=config)[0],
         "rnn_loop": workloads.make_rnn_loop(config=config)[0],
+        "rnn_grad": workloads.make_rnn_grad(config=config)[0],
     }
 
 
@@ -124,6 +125,7 @@ def frameworks_section(repeats: int, quick: bool, with_frameworks: bool) -> str:
             m[0] @ m[1],
         "mlp_adam_step": workloads.make_mlp_adam_step()[1],
         "rnn_loop": workloads.make_rnn_loop()[1],
+        "rnn_grad": workloads.make_rnn_grad()[1],
     }
     others = {}
     if with_frameworks and not quick:
@@ -165,6 +167,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="small sizes, no frameworks")
     ap.add_argument("--no-frameworks", action="store_true")
+    ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks"],
+                    help="print one section")
     args = ap.parse_args(argv)
     from . import fusion_table, kernels_table
     sections = [
@@ -177,7 +181,10 @@ def main(argv=None):
         ("Across frameworks", lambda: frameworks_section(args.repeats, args.quick,
                                                          not args.no_frameworks)),
     ]
-    for title, fn in sections:
+    keys = ["kernels", "fusion", "training", "frameworks"]
+    for key, (title, fn) in zip(keys, sections):
+        if args.only and key != args.only:
+            continue
         print(f"## {title}\n")
         print(fn())
         print(flush=True)

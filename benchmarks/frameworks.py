@@ -100,6 +100,17 @@ def tensorflow_workloads():
                               (0, tf.constant(h0)))
     rsess = v1.Session(graph=g)
     out["rnn_loop"] = lambda: rsess.run(hT, {xt: xin})
+
+    g = tf.Graph()
+    with g.as_default():
+        wp = v1.placeholder(tf.float32, list(w.shape))
+        xg = v1.placeholder(tf.float32, list(xin.shape))
+        _, hg = v1.while_loop(lambda i, h: i < 1000,
+                              lambda i, h: (i + 1, tf.tanh(tf.matmul(h, wp) + xg)),
+                              (0, tf.constant(h0)))
+        (grad_w,) = v1.gradients(tf.reduce_sum(hg), [wp])
+    gsess = v1.Session(graph=g)
+    out["rnn_grad"] = lambda: gsess.run(grad_w, {wp: w, xg: xin})
     return out
 
 
@@ -125,6 +136,13 @@ def jax_workloads():
     def rnn(h):
         return jax.lax.fori_loop(0, 1000, lambda i, h: jnp.tanh(h @ w + xin), h)
     out["rnn_loop"] = lambda: rnn(h0).block_until_ready()
+
+    @jax.jit
+    def rnn_grad(wv):
+        def loss(wv):
+            return jnp.sum(jax.lax.fori_loop(0, 1000, lambda i, h: jnp.tanh(h @ wv + xin), h0))
+        return jax.grad(loss)(wv)
+    out["rnn_grad"] = lambda: rnn_grad(w).block_until_ready()
     out["mlp_adam_step"] = _jax_mlp_step(jax, jnp)
     return out
 
@@ -183,6 +201,16 @@ def torch_workloads():
             h = torch.tanh(h @ w + xin)
         return h
     out["rnn_loop"] = rnn
+
+    def rnn_grad():
+        with torch.enable_grad():
+            wg = w.clone().requires_grad_(True)
+            h = h0
+            for _ in range(1000):
+                h = torch.tanh(h @ wg + xin)
+            h.sum().backward()
+        return wg.grad
+    out["rnn_grad"] = rnn_grad
     out["mlp_adam_step"] = _torch_mlp_step(torch)
     return out
 
