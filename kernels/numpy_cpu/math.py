@@ -7,6 +7,7 @@ import numpy as np
 
 from ..registry import register_kernel
 from ._util import const, np_dtype, scalarize
+from .blas_threads import single_thread_when_small
 
 
 def _sigmoid(x):
@@ -184,8 +185,9 @@ def _any(ctx):
 def _matmul(ctx):
     ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
     if not ta and not tb:
-        return operator.matmul
-    return lambda a, b: (a.T if ta else a) @ (b.T if tb else b)
+        return single_thread_when_small(operator.matmul)
+    return single_thread_when_small(lambda a, b: (a.T if ta else a) @ (b.T if tb else b),
+                                    ta, tb)
 
 
 @register_kernel("Cast")
