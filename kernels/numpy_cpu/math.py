@@ -7,7 +7,6 @@ import numpy as np
 
 from ..registry import register_kernel
 from ._util import const, np_dtype, scalarize
-from .blas_threads import single_thread_when_small
 
 
 def _sigmoid(x):
@@ -185,9 +184,8 @@ def _any(ctx):
 def _matmul(ctx):
     ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
     if not ta and not tb:
-        return single_thread_when_small(operator.matmul)
-    return single_thread_when_small(lambda a, b: (a.T if ta else a) @ (b.T if tb else b),
-                                    ta, tb)
+        return operator.matmul
+    return lambda a, b: (a.T if ta else a) @ (b.T if tb else b)
 
 
 @register_kernel("Cast")
