@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import workloads
+
 CHAIN_N = 10_000_000
 MATMUL_N = 2048
 
@@ -28,20 +30,11 @@ def matmul_inputs(n=MATMUL_N, seed=0):
 
 def mlp_inputs(seed=0):
     """Data, labels and initial weights of the digits-shaped MLP (see workloads)."""
-    rng = np.random.default_rng(seed)
-    n, sizes = 1797, (64, 64, 64, 10)
-    data = rng.random((n, 64)).astype(np.float32)
-    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
-    init = [(rng.standard_normal((a, b)) * 0.1).astype(np.float32)
-            for a, b in zip(sizes[:-1], sizes[1:])]
-    return data, labels, init
+    return workloads.mlp_data(seed)
 
 
 def rnn_inputs(batch=32, hidden=256, seed=0):
-    rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
-    x = rng.standard_normal((batch, hidden)).astype(np.float32)
-    return w, x, np.zeros((batch, hidden), np.float32)
+    return workloads.rnn_data(batch, hidden, seed)
 
 
 # -- TensorFlow 1.x graph mode (control flow v1), as a TF1 user would write it ----------------

@@ -31,12 +31,17 @@ def make_scalar_loop(n=100_000):
     return ours, baseline, n
 
 
-def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0, config=None):
-    """``h = tanh(h @ W + x)`` for ``steps`` steps, float32."""
+def rnn_data(batch=32, hidden=256, seed=0):
+    """``(W, x, h0)`` of the RNN workloads, float32."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
     x = rng.standard_normal((batch, hidden)).astype(np.float32)
-    h0 = np.zeros((batch, hidden), np.float32)
+    return w, x, np.zeros((batch, hidden), np.float32)
+
+
+def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0, config=None):
+    """``h = tanh(h @ W + x)`` for ``steps`` steps, float32."""
+    w, x, h0 = rnn_data(batch, hidden, seed)
     g = df.Graph()
     with g.as_default():
         wt, xt = df.constant(w), df.placeholder(df.float32, [batch, hidden])
@@ -104,10 +109,7 @@ def make_rnn_grad(steps=1000, batch=32, hidden=256, seed=0, config=None):
     The baseline is the same computation written by hand in NumPy (forward keeping
     every h, then the reverse sweep).
     """
-    rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
-    x = rng.standard_normal((batch, hidden)).astype(np.float32)
-    h0 = np.zeros((batch, hidden), np.float32)
+    w, x, h0 = rnn_data(batch, hidden, seed)
     g = df.Graph()
     with g.as_default():
         wt = df.placeholder(df.float32, [hidden, hidden])
@@ -164,8 +166,8 @@ def make_cond_in_while_grad(n=10_000):
     return ours, baseline, n
 
 
-def make_mlp_adam_step(seed=0, config=None):
-    """One full-batch Adam step of the 64-64-64-10 sigmoid MLP on the digits data shape
+def mlp_data(seed=0):
+    """Data, one-hot labels and initial weights of the digits-shaped 64-64-64-10 MLP
     (1797 x 64, synthetic values: the step's cost does not depend on them)."""
     rng = np.random.default_rng(seed)
     n, sizes = 1797, (64, 64, 64, 10)
@@ -173,6 +175,13 @@ def make_mlp_adam_step(seed=0, config=None):
     labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
     init = [(rng.standard_normal((a, b)) * 0.1).astype(np.float32)
             for a, b in zip(sizes[:-1], sizes[1:])]
+    return data, labels, init
+
+
+def make_mlp_adam_step(seed=0, config=None):
+    """One full-batch Adam step of the 64-64-64-10 sigmoid MLP on the digits data shape
+    (1797 x 64, synthetic values: the step's cost does not depend on them)."""
+    data, labels, init = mlp_data(seed)
     g = df.Graph()
     with g.as_default():
         x = df.placeholder(df.float32, [None, 64])

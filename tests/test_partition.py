@@ -252,21 +252,23 @@ def test_parallel_iterations(parallel_iterations):
     assert_same(part, single)
 
 
-def test_gradients_of_a_partitioned_loop():
-    def build():
-        w = df.placeholder(df.float64, [3], name="w")
-        with df.device(A):
-            def body(i, h):
-                with df.device(B):
-                    h2 = df.tanh(h * w + 0.1)
-                return i + 1, h2
-            _, h = df.while_loop(lambda i, h: i < 4, body,
-                                 (0, df.constant([0.5, -0.2, 0.3], df.float64)))
-            loss = df.reduce_sum(h * h)
-        (gw,) = df.gradients(loss, [w])
-        return loss, gw
+def gradient_of_loop_on_b():
+    """A loop on A whose body runs on B, and the gradient of its loss w.r.t. ``w:0``."""
+    w = df.placeholder(df.float64, [3], name="w")
+    with df.device(A):
+        def body(i, h):
+            with df.device(B):
+                h2 = df.tanh(h * w + 0.1)
+            return i + 1, h2
+        _, h = df.while_loop(lambda i, h: i < 4, body,
+                             (0, df.constant([0.5, -0.2, 0.3], df.float64)))
+        loss = df.reduce_sum(h * h)
+    (gw,) = df.gradients(loss, [w])
+    return loss, gw
 
-    part, single = run_both(build, {"w:0": np.array([0.7, -1.1, 0.4])})
+
+def test_gradients_of_a_partitioned_loop():
+    part, single = run_both(gradient_of_loop_on_b, {"w:0": np.array([0.7, -1.1, 0.4])})
     np.testing.assert_allclose(part[0], single[0], rtol=1e-12)
     np.testing.assert_allclose(part[1], single[1], rtol=1e-12)
 

@@ -25,7 +25,8 @@ from dataflow.runtime import process_rendezvous as prv
 from dataflow.runtime.partitioned import PartitionedPlan
 from tests.graph_gen import programs, quiet_numpy
 from tests.test_differential import NOT_COMPUTED, SETTINGS, assert_same_tokens, spec_tokens
-from tests.test_partition import failing_on_b, loop_body_on_b, nested_three_devices
+from tests.test_partition import (failing_on_b, gradient_of_loop_on_b, loop_body_on_b,
+                                  nested_three_devices)
 
 A, B, C = "/cpu:0", "/cpu:1", "/cpu:2"
 DA, DB, DC = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
@@ -122,19 +123,8 @@ def test_parallel_iterations_and_loop_invariants_on_two_devices(parallel_iterati
 
 
 def test_gradients_of_a_partitioned_loop():
-    def build():
-        w = df.placeholder(df.float64, [3], name="w")
-        with df.device(A):
-            def body(i, h):
-                with df.device(B):
-                    h2 = df.tanh(h * w + 0.1)
-                return i + 1, h2
-            _, h = df.while_loop(lambda i, h: i < 4, body,
-                                 (0, df.constant([0.5, -0.2, 0.3], df.float64)))
-            loss = df.reduce_sum(h * h)
-        (gw,) = df.gradients(loss, [w])
-        return loss, gw
-    assert_all_same(run_modes(build, {"w:0": np.array([0.7, -1.1, 0.4])}), rtol=1e-12)
+    assert_all_same(run_modes(gradient_of_loop_on_b, {"w:0": np.array([0.7, -1.1, 0.4])}),
+                    rtol=1e-12)
 
 
 @settings(max_examples=8, **SETTINGS)

@@ -17,6 +17,7 @@ failed step leaves nothing behind for the next one.
 """
 from __future__ import annotations
 
+import abc
 import copy
 import itertools
 import threading
@@ -30,7 +31,7 @@ DoneCallback = Callable[[object, bool, "BaseException | None"], None]
 _MISSING = object()
 
 
-class Rendezvous:
+class Rendezvous(abc.ABC):
     """A keyed one-shot channel between partitions of one step (the shared interface).
 
     Implementations: :class:`LocalRendezvous` (partitions on threads of one process);
@@ -39,15 +40,15 @@ class Rendezvous:
     that is already there); the executor then tries it before ``recv_async``.
     """
 
+    @abc.abstractmethod
     def send(self, key: tuple, value, is_dead: bool) -> None:
         """Deliver ``(value, is_dead)`` for ``key``. Never blocks (values are buffered)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def recv_async(self, key: tuple, done: DoneCallback) -> None:
         """Call ``done(value, is_dead, None)`` once the value for ``key`` arrives (possibly
         on another thread, possibly before returning), or ``done(None, False, exc)`` if
         the rendezvous is cancelled."""
-        raise NotImplementedError
 
     def recv(self, key: tuple, timeout: float | None = None) -> tuple[object, bool]:
         """Blocking helper: ``(value, is_dead)`` for ``key``; raises the cancellation
@@ -67,9 +68,9 @@ class Rendezvous:
             raise exc
         return value, is_dead
 
+    @abc.abstractmethod
     def cancel(self, exc: BaseException) -> None:
         """Wake every waiter with ``exc``; later sends are dropped, later recvs fail at once."""
-        raise NotImplementedError
 
 
 class LocalRendezvous(Rendezvous):

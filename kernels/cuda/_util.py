@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataflow import errors
+
 from ..registry import find_kernel
 from .runtime import cuda, is_device_value, launch_config, to_device
 
@@ -18,7 +20,8 @@ def host_kernel(ctx):
     """The CPU kernel of ``ctx.op`` (for host-side work: scalars, shapes, fallbacks)."""
     factory = find_kernel(ctx.op, "CPU")
     if factory is None:
-        raise NotImplementedError(f"no CPU kernel for {ctx.op.type} to fall back to")
+        raise errors.NotFoundError(None, ctx.op, f"No CPU kernel for op type {ctx.op.type} "
+                                   "to fall back to from the GPU")
     return factory(ctx)
 
 
