@@ -1,6 +1,9 @@
 """One table of dataflow's kernels against NumPy and, when installed, TF1, JAX and PyTorch.
 
     python -m benchmarks.compare [--repeats 7] [--quick] [--no-frameworks]
+                                 [--only kernels|fusion|training|frameworks] [--isolated]
+
+    python -m benchmarks.compare --only frameworks --isolated --repeats 5
 
 Sections:
 
@@ -16,11 +19,21 @@ Sections:
   optional ``compare`` extra), with ratios to ours.
 
 Every figure is a median of interleaved repeats: the machine is shared and noisy.
+
+By default the frameworks section runs every column in this one process, interleaved.
+TF, JAX and PyTorch keep thread pools that go on spinning and slow whatever runs next,
+so for fair standalone figures pass ``--isolated``: each column (dataflow, NumPy, TF1,
+JAX, PyTorch) then runs in its own fresh subprocess (``--worker COLUMN``, medians sent
+back as JSON on stdout), one column after another.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -116,48 +129,101 @@ def training_section(repeats: int, quick: bool) -> str:
     return "\n".join(head + rows)
 
 
-def frameworks_section(repeats: int, quick: bool, with_frameworks: bool) -> str:
-    ours = ours_workloads(quick=quick)
-    numpy_side = {
-        "chain": lambda a=frameworks.chain_inputs(1_000_000 if quick else frameworks.CHAIN_N):
-            np.tanh(a[0] * a[1] + a[2]) * 0.5 + a[0],
-        "matmul": lambda m=frameworks.matmul_inputs(512 if quick else frameworks.MATMUL_N):
-            m[0] @ m[1],
+WORKLOADS = ("chain", "matmul", "mlp_adam_step", "rnn_loop", "rnn_grad")
+COLUMNS = ("dataflow", "NumPy") + tuple(frameworks.FRAMEWORKS)
+
+
+def numpy_workloads(quick=False) -> dict:
+    """The same workloads written by hand in NumPy."""
+    chain = frameworks.chain_inputs(1_000_000 if quick else frameworks.CHAIN_N)
+    mm = frameworks.matmul_inputs(512 if quick else frameworks.MATMUL_N)
+    return {
+        "chain": lambda a=chain: np.tanh(a[0] * a[1] + a[2]) * 0.5 + a[0],
+        "matmul": lambda m=mm: m[0] @ m[1],
         "mlp_adam_step": workloads.make_mlp_adam_step()[1],
         "rnn_loop": workloads.make_rnn_loop()[1],
         "rnn_grad": workloads.make_rnn_grad()[1],
     }
-    others = {}
-    if with_frameworks and not quick:
-        for fw, make in frameworks.FRAMEWORKS.items():
-            fns = make()
-            if fns:
-                others[fw] = fns
-    names = list(ours)
-    cols = ["dataflow", "NumPy"] + list(others)
+
+
+def column_workloads(column: str, quick=False) -> dict:
+    """``{workload: callable}`` of one table column; ``{}`` if that framework is missing."""
+    if column == "dataflow":
+        return ours_workloads(quick=quick)
+    if column == "NumPy":
+        return numpy_workloads(quick)
+    return {} if quick else frameworks.FRAMEWORKS[column]()
+
+
+def _inner(name):
+    return 10 if name == "mlp_adam_step" else 1
+
+
+def _times_in_process(columns, repeats, quick) -> dict:
+    """``{column: {workload: median s}}``, all columns in this process, interleaved."""
+    fns = {c: column_workloads(c, quick) for c in columns}
+    times = {c: {} for c, d in fns.items() if d}
+    for name in WORKLOADS:
+        med = _median_times({c: d[name] for c, d in fns.items() if name in d},
+                            repeats, _inner(name))
+        for c, t in med.items():
+            times[c][name] = t
+    return times
+
+
+def _column_worker(column, repeats, quick) -> dict:
+    """Body of ``--worker COLUMN``: that column's medians, one workload at a time."""
+    fns = column_workloads(column, quick)
+    return {name: _median_times({name: fn}, repeats, _inner(name))[name]
+            for name, fn in fns.items()}
+
+
+def _times_isolated(columns, repeats, quick) -> dict:
+    """Like :func:`_times_in_process`, but each column in a fresh Python process
+    (``python -m benchmarks.compare --worker COLUMN``), medians back as JSON."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [root, os.environ.get("PYTHONPATH")])))
+    times = {}
+    for c in columns:
+        cmd = [sys.executable, "-m", "benchmarks.compare", "--worker", c,
+               "--repeats", str(repeats)] + (["--quick"] if quick else [])
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:  # a crashed framework loses its column, not the table
+            print(f"{c} worker failed ({proc.returncode}), column left out:\n"
+                  f"{proc.stderr[-2000:]}", file=sys.stderr)
+            continue
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        if result:
+            times[c] = result
+    return times
+
+
+def frameworks_section(repeats: int, quick: bool, with_frameworks: bool,
+                       isolated: bool = False) -> str:
+    columns = COLUMNS if with_frameworks and not quick else COLUMNS[:2]
+    measure = _times_isolated if isolated else _times_in_process
+    times = measure(columns, repeats, quick)
+    cols = [c for c in columns if c in times]
     head = ["| workload | unit | " + " | ".join(cols) + " | " +
             " | ".join(f"{c} / dataflow" for c in cols[1:]) + " |",
             "|---|---|" + "---|" * (2 * len(cols) - 1)]
     rows = []
-    for name in names:
-        fns = {"dataflow": ours[name], "NumPy": numpy_side[name]}
-        fns.update({fw: d[name] for fw, d in others.items() if name in d})
-        inner = 10 if name == "mlp_adam_step" else 1
-        med = _median_times(fns, repeats, inner)
+    ours = times["dataflow"]
+    for name in WORKLOADS:
         unit, amount = _work_units(name, quick)
-        cells = [_fmt(med[c], amount) if c in med else "-" for c in cols]
+        cells = [_fmt(times[c][name], amount) if name in times[c] else "-" for c in cols]
         # Ratios as "how many times faster than that column" is dataflow (>1: we win).
-        ratios = []
-        for c in cols[1:]:
-            if c not in med:
-                ratios.append("-")
-            else:
-                ratios.append(f"{med[c] / med['dataflow']:.2f}x")
+        ratios = [f"{times[c][name] / ours[name]:.2f}x" if name in times[c] else "-"
+                  for c in cols[1:]]
         rows.append(f"| {name} | {unit} | " + " | ".join(cells) + " | " + " | ".join(ratios)
                     + " |")
     note = ("Ratios are the other column's time over dataflow's: above 1 dataflow is faster."
-            + ("" if others else " (No other framework importable here: install the "
-               "`compare` extra.)"))
+            + ("" if len(cols) > 2 or quick or not with_frameworks else
+               " (No other framework importable here: install the `compare` extra.)"))
+    if isolated:
+        note += ("\nEach column was measured in its own fresh process (one after another), "
+                 "not interleaved with the others: no framework shares a process with another.")
     return "\n".join(head + rows) + "\n\n" + note
 
 
@@ -169,7 +235,13 @@ def main(argv=None):
     ap.add_argument("--no-frameworks", action="store_true")
     ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks"],
                     help="print one section")
+    ap.add_argument("--isolated", action="store_true",
+                    help="frameworks section: each column in its own fresh process")
+    ap.add_argument("--worker", choices=COLUMNS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:  # one column of the frameworks table, for --isolated: JSON on stdout
+        print(json.dumps(_column_worker(args.worker, args.repeats, args.quick)), flush=True)
+        return
     from . import fusion_table, kernels_table
     sections = [
         ("Kernel families against NumPy", lambda: kernels_table.table(
@@ -178,8 +250,8 @@ def main(argv=None):
             repeats=args.repeats, quick=args.quick)),
         ("Training workloads before/after the compiled kernels",
          lambda: training_section(args.repeats, args.quick)),
-        ("Across frameworks", lambda: frameworks_section(args.repeats, args.quick,
-                                                         not args.no_frameworks)),
+        ("Across frameworks", lambda: frameworks_section(
+            args.repeats, args.quick, not args.no_frameworks, args.isolated)),
     ]
     keys = ["kernels", "fusion", "training", "frameworks"]
     for key, (title, fn) in zip(keys, sections):

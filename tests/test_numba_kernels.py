@@ -244,6 +244,27 @@ def test_reductions_match_numpy(name, reduce, dtype, data):
     assert np.all(ok), (got, want)
 
 
+SUM_TO_SHAPE = [((1797, 64), (64,)), ((40, 30), (1, 30)), ((2, 30, 40), (40,)),
+                ((3, 40, 20), (3, 1, 1)), ((50, 33), ()), ((3, 40, 20), (40, 1)),
+                ((3, 40, 20), (3, 40, 20)), ((2, 3), (3,))]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("grad_shape, shape", SUM_TO_SHAPE, ids=str)
+def test_sum_to_shape_matches_numpy(grad_shape, shape, dtype):
+    from dataflow.ops import grad_ops
+    ours, ref = kernels(lambda g, s: grad_ops.sum_to_shape(g, s), [dtype, df.int32])
+    g = np.random.default_rng(3).uniform(-10, 10, grad_shape).astype(dtype)
+    target = np.array(shape, np.int32)
+    got, want = ours(g, target), ref(g, target)
+    assert type(got) is type(want) and got.dtype == want.dtype
+    assert np.shape(got) == np.shape(want) == shape
+    # Summation order differs from NumPy's pairwise sum: a few units of rounding.
+    scale = ref(np.abs(g).astype(F64), target)
+    np.testing.assert_array_less(np.abs(got.astype(F64) - want),
+                                 8 * np.finfo(dtype).eps * scale + 1e-30)
+
+
 # -- softmax and cross-entropy ---------------------------------------------------------------
 
 NN_TOL = {F32: {"rtol": 2e-6, "atol": 1e-7}, F64: {"rtol": 1e-13, "atol": 1e-15}}

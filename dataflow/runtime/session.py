@@ -22,6 +22,7 @@ from .devices import (available_device_count, host_copy_function, inputs_from_de
                       known_device_types, parse_device, unavailable_hint, with_host_inputs)
 from .executor import DEAD, _NO_VALUE, Executor
 from .fusion import fusion_enabled
+from .host_memory import retain_freed_memory
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .structure import FetchMapper
@@ -44,6 +45,9 @@ class ConfigProto:
     ``DATAFLOW_FUSION=0`` switches fusion off for every session;
     ``use_compiled_kernels=False`` runs the NumPy reference kernels on the CPU instead of
     the Numba-compiled ones (``DATAFLOW_NUMBA_KERNELS=0`` does so for every session).
+    ``retain_host_memory`` (on by default) lets the process keep freed host memory for
+    the next step instead of page-faulting it back in (process-wide glibc malloc
+    settings, applied by the first Session; see ``dataflow/runtime/host_memory.py``).
     ``partition_mode``
     says how a graph placed on several devices runs its partitions: ``"threads"`` (the
     default: one executor per device, each on its own thread) or another registered
@@ -55,7 +59,8 @@ class ConfigProto:
     def __init__(self, device_count=None, allow_soft_placement=False,
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
-                 fuse_elementwise=True, use_compiled_kernels=True, **unused):
+                 fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
+                 **unused):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -64,6 +69,7 @@ class ConfigProto:
         self.fold_constants = fold_constants
         self.fuse_elementwise = fuse_elementwise
         self.use_compiled_kernels = use_compiled_kernels
+        self.retain_host_memory = retain_host_memory
         # How a graph placed on several devices runs its partitions: "threads" (each
         # partition's executor on its own thread) or another registered mode.
         self.partition_mode = unused.pop("partition_mode", "threads")
@@ -107,6 +113,8 @@ class Session:
             raise ValueError("Distributed targets are not supported yet; use target=''")
         self._graph = graph or get_default_graph()
         self._config = config or ConfigProto()
+        if self._config.retain_host_memory:
+            retain_freed_memory()
         self._resources: dict = {}
         self._plans: dict = {}
         self._pool = None

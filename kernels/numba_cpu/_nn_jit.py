@@ -78,36 +78,45 @@ def xent_rows(x, labels, loss, backprop):
 
 
 @njit(**_JIT)
-def _exp_flat(src, dst):
-    for i in range(src.size):
-        dst[i] = approx.exp(src[i])
-
-
-@njit(**_JIT)
 def xent_short_rows(x, labels, loss, backprop):
     """:func:`xent_rows` for rows shorter than a vector loop pays (class counts such as
-    10): ``exp`` runs once over the whole ``(rows, n)`` block so it vectorizes across
-    rows (2.1x faster on 1797 x 10; slower on rows of 100, which use xent_rows)."""
+    10). Each pass runs over the whole block with 2-D indexing: ``exp`` over the flat
+    ``(rows * n)`` block and ``log`` over the vector of row sums vectorize across
+    rows, and no per-row slice is made (a slice costs reference counting). On
+    1797 x 10 float32: 52 µs, against 112 µs slicing row by row."""
     rows, n = x.shape
-    acc = np.empty(LANES, x.dtype)
-    z = np.empty_like(x)
+    m = np.empty(rows, x.dtype)
     for a in range(rows):
-        row, zr = x[a], z[a]
-        m = _max_contiguous(row, acc)
-        for j in range(n):
-            zr[j] = row[j] - m
-    _exp_flat(z.reshape(-1), backprop.reshape(-1))
+        mx = x[a, 0]
+        for j in range(1, n):
+            v = x[a, j]
+            mx = v if (v > mx or v != v) else mx   # a NaN sticks, as in np.max
+        m[a] = mx
     for a in range(rows):
-        bp, zr, lab = backprop[a], z[a], labels[a]
-        s = zero(acc[0])
         for j in range(n):
-            s += bp[j]
-        lse = cast_like(s, math.log(s))
-        total = zero(s)
+            backprop[a, j] = x[a, j] - m[a]
+    # In place and written out here: a helper taking source and destination as two
+    # (aliasing) arrays fails LLVM's overlap check and runs scalar, 6x slower.
+    flat = backprop.reshape(-1)
+    for i in range(flat.size):
+        flat[i] = approx.exp(flat[i])
+    s = np.empty(rows, x.dtype)
+    for a in range(rows):
+        acc = zero(m[0])
         for j in range(n):
-            total += lab[j] * (zr[j] - lse)
-            bp[j] = bp[j] / s - lab[j]
+            acc += backprop[a, j]
+        s[a] = acc
+    lse = np.empty(rows, x.dtype)
+    for a in range(rows):
+        lse[a] = approx.log(s[a])
+    for a in range(rows):
+        total = zero(m[0])
+        for j in range(n):
+            total += labels[a, j] * ((x[a, j] - m[a]) - lse[a])
         loss[a] = -total
+    for a in range(rows):
+        for j in range(n):
+            backprop[a, j] = backprop[a, j] / s[a] - labels[a, j]
 
 
 def kernel(name):

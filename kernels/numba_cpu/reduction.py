@@ -1,4 +1,5 @@
-"""Numba kernels of Sum, Mean and Max over float32/float64.
+"""Numba kernels of Sum, Mean and Max over float32/float64, and of SumToShape (the
+gradient of a broadcast, e.g. a bias gradient summing ``(N, C)`` to ``(C,)``).
 
 The reduced axes must form one run of adjacent axes (any ``axis`` of a 2-D array,
 ``axis=None``, trailing or leading runs); the array is then viewed as ``(A, R, B)``
@@ -86,3 +87,52 @@ register_numba("Mean")(_reduction("sum_last", "sum_middle", mean=True))
 # 32-lane loop at 1e6 elements, 1.9x on rows of 100. Ours wins on short rows (1.5x on
 # rows of 10, as in softmax over classes) and across rows (``max_middle``).
 register_numba("Max")(_reduction("max_last", "max_middle", last_max_run=64))
+
+
+@register_numba("SumToShape")
+def _sum_to_shape(ctx, ref):
+    """Sums a broadcast gradient back to ``shape`` when the summed axes are adjacent
+    (leading axes for a bias); other cases use the NumPy kernel."""
+    dt = np.dtype(ctx.input_dtypes[0].as_numpy_dtype)
+    middle_fn = lazy("_reduction_jit", "kernel", "sum_middle")
+    last_fn = lazy("_reduction_jit", "kernel", "sum_last")
+    plans = {}  # (grad shape, target shape) -> split, or None for the NumPy kernel
+
+    def sum_to_shape(grad, shape):
+        if type(grad) is not _ndarray or grad.size < _dispatch.REDUCTION_MIN_SIZE \
+                or grad.dtype is not dt or not grad.flags.c_contiguous:
+            return ref(grad, shape)
+        target = tuple(shape.tolist()) if type(shape) is _ndarray else tuple(shape)
+        key = (grad.shape, target)
+        plan = plans.get(key, False)
+        if plan is False:
+            plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
+        if plan is None:
+            return ref(grad, shape)
+        a, r, b = plan
+        if b == 1:
+            out = np.empty(a, dt)
+            last_fn(grad.reshape(a, r), out)
+        else:
+            out = np.empty((a, b), dt)
+            middle_fn(grad.reshape(a, r, b), out)
+        return out.reshape(target) if target else out[0]
+    return sum_to_shape
+
+
+def _sum_to_shape_plan(grad_shape, target):
+    """``(A, R, B)`` of SumToShape's reduction when its axes are adjacent and it sums
+    something, else None.
+
+    >>> _sum_to_shape_plan((32, 64), (64,))
+    (1, 32, 64)
+    """
+    lead = len(grad_shape) - len(target)
+    if lead < 0 or any(d not in (1, g) for d, g in zip(target, grad_shape[lead:])):
+        return None
+    axes = list(range(lead)) + [lead + i for i, d in enumerate(target)
+                                if d == 1 and grad_shape[lead + i] != 1]
+    if not axes:
+        return None
+    split = split_axes(grad_shape, tuple(axes), False)
+    return None if split is None else split[0]
