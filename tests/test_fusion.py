@@ -12,7 +12,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -519,31 +518,6 @@ def test_compiled_loop_layouts(layout):
     # tanh within 3 ulp of its value, then * 0.5 + a: a few ulp of the result's scale.
     np.testing.assert_allclose(out, ref, rtol=0, atol=8 * np.finfo(np.float32).eps
                                * (1 + np.abs(a)).max())
-
-
-@pytest.mark.parametrize("program, split", [(TANH_CHAIN, True), (TANH_CHAIN[:2], False)],
-                         ids=["transcendental", "arithmetic"])
-def test_transcendental_loops_split_over_cores_sooner(program, split, monkeypatch):
-    """Between the two split thresholds only an expression with tanh/exp/log/sigmoid
-    hands part of its loop to a worker (it costs ~1 ns per element, arithmetic ~0.1)."""
-    submitted = []
-
-    class _Pool:
-        def submit(self, fn, *args):
-            submitted.append(args[0].shape)
-            fn(*args)
-            return types.SimpleNamespace(result=lambda: None)
-
-    monkeypatch.setattr(fused, "_CPUS", 2)
-    monkeypatch.setattr(fused, "_workers", lambda: _Pool())
-    n = (fused.PARALLEL_MIN_SIZE_TRANSCENDENTAL + fused.PARALLEL_MIN_SIZE) // 2
-    rng = np.random.default_rng(2)
-    a, b, c = (rng.standard_normal((n // 64, 64)).astype(np.float32) for _ in range(3))
-    out = fused.python_function(_expr(program, 3))(a, b, c)
-    assert bool(submitted) == split
-    ref = _tanh_chain_ref(a, b, c) if split else a * b + c
-    np.testing.assert_allclose(out, ref, rtol=0, atol=8 * np.finfo(np.float32).eps
-                               * (1 + np.abs(a) * np.abs(b) + np.abs(c)).max())
 
 
 def test_compiled_loop_without_approximations_matches_libm():

@@ -49,8 +49,7 @@ from ..numpy_cpu import nn as _ref_nn
 from ..registry import register_kernel
 
 __all__ = ["NUMBA_MIN_SIZE", "NUMBA_MIN_SIZE_TRANSCENDENTAL", "PARALLEL_MIN_SIZE",
-           "PARALLEL_MIN_SIZE_TRANSCENDENTAL", "REUSE_MIN_BYTES", "cache_dir", "fused_kernel",
-           "loop_source", "numba_kernel",
+           "REUSE_MIN_BYTES", "cache_dir", "fused_kernel", "loop_source", "numba_kernel",
            "python_function", "set_numba_min_size", "use_approx"]
 
 #: Array sizes (elements) from which the compiled loop runs instead of NumPy calls:
@@ -61,12 +60,11 @@ __all__ = ["NUMBA_MIN_SIZE", "NUMBA_MIN_SIZE_TRANSCENDENTAL", "PARALLEL_MIN_SIZE
 NUMBA_MIN_SIZE = 16384
 NUMBA_MIN_SIZE_TRANSCENDENTAL = 1024
 _TRANSCENDENTAL = frozenset({"Exp", "Log", "Tanh", "Sigmoid"})
-#: Output sizes (elements) from which the compiled loop is split over the cores: for
-#: arithmetic-only expressions (memory-bound, ~0.1 ns per element) and for those with a
-#: transcendental function (~1 ns per element, so the ~15 µs hand-off pays sooner; the
-#: digits MLP's ``sigmoid(x @ W + b)`` over 1797 x 64 is such a case).
+#: Flat sizes from which the compiled loop is split over the cores. Not lower for
+#: tanh/exp/log/sigmoid, although they cost ~1 ns per element: such a loop usually
+#: follows a matmul whose BLAS threads keep spinning on the other core for a while, and
+#: splitting the MLP's 1797 x 64 ``sigmoid(x @ W + b)`` made the Adam step 0.12 ms slower.
 PARALLEL_MIN_SIZE = 1 << 18
-PARALLEL_MIN_SIZE_TRANSCENDENTAL = 1 << 15
 #: Outputs from this size (bytes) are kept for reuse once dead (see ``_output``).
 REUSE_MIN_BYTES = 1 << 20
 
@@ -242,8 +240,6 @@ class _CompiledPath:
         self.plain = None
         self.spare = None     # the last large output, reused once nobody holds it
         self.lock = threading.Lock()
-        costly = any(op in _TRANSCENDENTAL for op, _ in program)
-        self.parallel_min = PARALLEL_MIN_SIZE_TRANSCENDENTAL if costly else PARALLEL_MIN_SIZE
 
     def __call__(self, args):
         shape, same, contiguous, kinds = None, True, True, ""
@@ -269,13 +265,12 @@ class _CompiledPath:
                 out = self._output(shape)
                 vals, kinds = rows
                 _run_split(self._kernel(kinds, "rows"), out.reshape(-1, shape[-1]), vals,
-                           kinds, self.parallel_min)
+                           kinds)
                 return out
         vals = [self._value(a, k, shape, flat) for a, k in zip(args, kinds)]
         out = self._output(shape)
         kernel = self._kernel(kinds, None if flat else len(shape))
-        _run_split(kernel, out.reshape(-1) if flat and len(shape) > 1 else out, vals, kinds,
-                   self.parallel_min)
+        _run_split(kernel, out.reshape(-1) if flat and len(shape) > 1 else out, vals, kinds)
         return out
 
     def _value(self, a, kind, shape, flat):
@@ -373,10 +368,9 @@ def _num_cpus() -> int:
 _CPUS = _num_cpus()
 
 
-def _run_split(kernel, out, vals, kinds, min_size=PARALLEL_MIN_SIZE):
-    """Run ``kernel(out, *vals)``, split along axis 0 over the cores from ``min_size``
-    elements."""
-    if out.size < min_size or _CPUS < 2 or out.shape[0] < _CPUS:
+def _run_split(kernel, out, vals, kinds):
+    """Run ``kernel(out, *vals)``, split along axis 0 over the cores when it is big."""
+    if out.size < PARALLEL_MIN_SIZE or _CPUS < 2 or out.shape[0] < _CPUS:
         kernel(out, *vals)
         return
     n, parts = out.shape[0], _CPUS
