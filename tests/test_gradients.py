@@ -330,3 +330,47 @@ def test_gradient_beside_a_while_loop_still_works(graph):
                               (0, df.constant(0.0, dtype=df.float64)))
     g, = df.gradients(x * x + looped, [x])
     assert run(g, {x: 2.5}) == pytest.approx(5.0)
+
+
+# -- broadcasting gradients without run-time reductions ----------------------------------------
+
+def _ops(tensors, op_type):
+    """The ops of ``op_type`` the tensors depend on (a walk up their inputs)."""
+    seen, todo = set(), [t.op for t in tensors]
+    while todo:
+        op = todo.pop()
+        if op not in seen:
+            seen.add(op)
+            todo.extend(t.op for t in op.inputs)
+    return [op for op in seen if op.type == op_type]
+
+
+def test_bias_add_gradient_sums_only_the_bias(graph):
+    # (?, 4) + (4,): the matrix side cannot have been broadcast whatever the batch size,
+    # so only the bias gradient is reduced, to a constant shape (as TF1's shape()).
+    x = df.placeholder(df.float64, [None, 4])
+    b = df.constant(np.arange(4.0))
+    gx, gb = df.gradients(df.reduce_sum((x + b) * 2.0), [x, b])
+    (reduction,) = _ops([gx, gb], "SumToShape")
+    assert reduction.inputs[1].op.type == "Const"
+    gx_v, gb_v = run([gx, gb], {x: np.ones((3, 4))})
+    np.testing.assert_array_equal(gx_v, np.full((3, 4), 2.0))
+    np.testing.assert_array_equal(gb_v, np.full(4, 6.0))
+
+
+def test_unknown_dims_that_may_broadcast_keep_their_reductions(graph):
+    x = df.placeholder(df.float64, [None, None])
+    y = df.placeholder(df.float64, [None, 5])
+    gx, gy = df.gradients(df.reduce_sum(x * y), [x, y])
+    assert len(_ops([gx, gy], "SumToShape")) == 2
+    xv, yv = np.arange(3.0).reshape(3, 1), np.arange(5.0).reshape(1, 5)
+    gx_v, gy_v = run([gx, gy], {x: xv, y: yv})
+    np.testing.assert_array_equal(gx_v, np.full((3, 1), yv.sum()))
+    np.testing.assert_array_equal(gy_v, np.full((1, 5), xv.sum()))
+
+
+def test_shape_of_a_fully_defined_tensor_is_a_constant(graph):
+    x = df.placeholder(df.float32, [2, 3])
+    assert df.shape(x).op.type == "Const" and df.size(x).op.type == "Const"
+    assert run(df.shape(x), {x: np.zeros((2, 3), np.float32)}).tolist() == [2, 3]
+    assert df.shape(df.placeholder(df.float32, [None, 3])).op.type == "Shape"

@@ -155,8 +155,8 @@ def _select_grad(op, grad):
     out = op.outputs[0]
     zeros = array_ops.zeros_like(grad)
     return [None,
-            _unbroadcast(array_ops.where(c, grad, zeros), x, out),
-            _unbroadcast(array_ops.where(c, zeros, grad), y, out)]
+            _unbroadcast(array_ops.where(c, grad, zeros), x, (c, y), out),
+            _unbroadcast(array_ops.where(c, zeros, grad), y, (c, x), out)]
 
 
 @RegisterGradient("Fill")

@@ -19,12 +19,31 @@ def _same_static_shape(a, b) -> bool:
     return a.shape.is_fully_defined() and b.shape.is_fully_defined() and a.shape == b.shape
 
 
-def _unbroadcast(grad, x, out):
-    """``grad`` (shaped like ``out``) summed back to the shape of input ``x``."""
+def _keeps_its_shape(x, others) -> bool:
+    """Whether broadcasting ``x`` against ``others`` provably leaves ``x``'s shape as it
+    is, even with unknown dimensions: every axis of the others is absent, statically 1,
+    or faces a known dimension of ``x`` other than 1 (which a broadcast cannot change).
+    A bias add ``(?, 64) + (64,)`` is the common case."""
+    xs = x.shape
+    if xs.ndims is None:
+        return False
+    for other in others:
+        ys = other.shape
+        if ys.ndims is None or ys.ndims > xs.ndims:
+            return False
+        for a, b in zip(reversed(xs.as_list()), reversed(ys.as_list())):
+            if b != 1 and (a is None or a == 1):
+                return False
+    return True
+
+
+def _unbroadcast(grad, x, others, out):
+    """``grad`` (shaped like ``out``, computed from ``x`` and the tensors ``others``
+    broadcast together) summed back to the shape of ``x``."""
     if grad is None:
         return None
-    if _same_static_shape(x, out):  # nothing was broadcast: skip the run-time reduction
-        return grad
+    if _same_static_shape(x, out) or _keeps_its_shape(x, others):
+        return grad  # nothing was broadcast: skip the run-time reduction
     return grad_ops.sum_to_shape(grad, shape(x))
 
 
@@ -32,7 +51,7 @@ def _binary_grads(op, gx, gy):
     """The gradients of a broadcasting binary op's two inputs, reduced to their shapes."""
     x, y = op.inputs
     out = op.outputs[0]
-    return [_unbroadcast(gx, x, out), _unbroadcast(gy, y, out)]
+    return [_unbroadcast(gx, x, (y,), out), _unbroadcast(gy, y, (x,), out)]
 
 
 def _unreduce(op, grad):

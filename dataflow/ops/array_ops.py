@@ -428,22 +428,26 @@ def _shape_query(op_type, x, name, out_type):
     x = convert_to_tensor(x)
     out_type = _dtypes.as_dtype(out_type)
 
+    static = _static_shape_query(op_type, x, out_type, name)
+    if static is not None:
+        return static()  # as TF1's shape(optimize=True): a constant, no run-time query
+
     def build(t):
         return _simple(op_type, t, name, {"out_type": out_type})
     from ..control_flow.context import compute_for_gradient_loop
-    return compute_for_gradient_loop(x, build, _static_shape_query(op_type, x, out_type))
+    return compute_for_gradient_loop(x, build)
 
 
-def _static_shape_query(op_type, x, out_type):
+def _static_shape_query(op_type, x, out_type, name=None):
     """The query's value as a constant maker, when the static shape answers it."""
     if not x.shape.is_fully_defined():
         if op_type == "Rank" and x.shape.ndims is not None:
-            return lambda: constant(x.shape.ndims, dtype=out_type)
+            return lambda: constant(x.shape.ndims, dtype=out_type, name=name or op_type)
         return None
     dims = x.shape.as_list()
     value = {"Shape": dims, "Size": int(np.prod(dims, dtype=np.int64)),
              "Rank": len(dims)}[op_type]
-    return lambda: constant(value, dtype=out_type)
+    return lambda: constant(value, dtype=out_type, name=name or op_type)
 
 
 def shape(input, name=None, out_type=_dtypes.int32) -> Tensor:  # noqa: A002
