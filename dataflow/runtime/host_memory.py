@@ -1,12 +1,14 @@
 """Keeping freed host memory in the process, so tensors do not page-fault on every step.
 
 A training step allocates the same arrays every step and frees them at the end. With
-glibc's default malloc settings, blocks of 128 KiB and more come from fresh ``mmap``
-regions and the free space at the top of the heap is handed back to the kernel once it
-passes a few hundred KiB, so the next step touches new pages and takes one page fault
-per 4 KiB it writes. On the project's 2-core VM a fault costs about 3 µs: the digits MLP
-Adam step took 306 faults per step (2.77 ms) with the defaults and none (1.80 ms) with
-the settings below, and the same NumPy step written by hand went from 4.10 to 1.69 ms.
+glibc's default malloc settings, blocks of 128 KiB and more may come from fresh ``mmap``
+regions, and free space at the top of the heap is handed back to the kernel once it
+passes a threshold that glibc adapts to the blocks freed so far; so, depending on the
+process's allocation history, the next step may touch new pages and take one page fault
+per 4 KiB it writes. On the project's 2-core VM a fault costs about 2 µs
+(``benchmarks/host_memory_table.py``): the hand-written NumPy MLP Adam step took 530-700
+faults per step (3.0-3.6 ms) and our step alternating with it 270-390 (the pair 4.6 ms);
+with the settings below, none (1.7 ms, and 3.4 ms for the pair).
 
 So the first :class:`~dataflow.Session` of a process asks glibc (``mallopt``) to serve
 blocks up to :data:`MMAP_THRESHOLD` from the heap and to keep up to
