@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 import dataflow as df
+from dataflow.runtime.host_memory import retain_freed_memory
 from kernels.numba_cpu import _dispatch
 from kernels.numba_cpu._dispatch import reference_kernel
 from kernels.registry import KernelContext, find_kernel
@@ -116,7 +117,12 @@ def _interleaved(a, b, args, repeats):
 
 
 def measure(sizes=SIZES, repeats=7, families=None, dtype=np.float32):
-    """Rows ``(family, op type, n, ours_s, numpy_s)``: medians of interleaved repeats."""
+    """Rows ``(family, op type, n, ours_s, numpy_s)``: medians of interleaved repeats.
+
+    Kernels run with the malloc settings a Session applies (both sides alike), as they
+    would inside a session (see ``dataflow/runtime/host_memory.py``).
+    """
+    retain_freed_memory()
     specs, _ = _family_specs()
     rng = np.random.default_rng(0)
     rows = []
