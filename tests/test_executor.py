@@ -105,3 +105,17 @@ def test_worker_pool_does_not_change_results():
         for _ in range(3):
             np.testing.assert_array_equal(parallel.run(out, {a: m}), first)
         np.testing.assert_array_equal(serial.run(out, {a: m}), first)
+
+
+def test_only_kernels_that_may_be_large_and_overlap_go_to_worker_threads():
+    from dataflow.runtime.plan import build_plan
+    with df.Graph().as_default() as g:
+        x = df.placeholder(df.float32, [None, None])
+        a, b = df.exp(x), df.tanh(x)               # independent, of any size
+        shape, size = df.shape(x), df.size(x)      # read shapes only: never worth a worker
+        tiny = df.placeholder(df.float32, [3]) * 2.0               # statically small
+        plan = build_plan(g, [a, b, shape, size, tiny], [], [x, tiny.op.inputs[0]],
+                          lambda op: None, fuse_elementwise=False)
+    heavy = {op.name: h for op, h in zip(plan.ops, plan.heavy)}
+    assert heavy[a.op.name] and heavy[b.op.name]
+    assert not heavy[shape.op.name] and not heavy[size.op.name] and not heavy[tiny.op.name]

@@ -38,7 +38,9 @@ class OpDef:
     ``stateful`` ops are never constant-folded, deduplicated or pruned away
     when they are fetch targets. ``forwards_input`` marks ops whose single
     output is their single input (Identity, LoopCond...): the run plan wires
-    their consumers straight to their producer.
+    their consumers straight to their producer. ``reads_shapes_only`` ops (Shape,
+    Size, Rank) look at their inputs' shapes, never their values, so their cost does
+    not grow with the inputs (the run plan never hands them to a worker thread).
     """
 
     type: str
@@ -46,13 +48,14 @@ class OpDef:
     stateful: bool = False
     role: str = NORMAL
     forwards_input: bool = False
+    reads_shapes_only: bool = False
 
 
 _REGISTRY: dict[str, OpDef] = {}
 
 
 def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL,
-                forwards_input: bool = False):
+                forwards_input: bool = False, reads_shapes_only: bool = False):
     """Decorator registering ``infer`` as the shape/dtype function of ``op_type``."""
     if role not in EXECUTOR_ROLES:
         raise ValueError(f"unknown executor role {role!r}")
@@ -60,7 +63,8 @@ def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL,
     def decorate(infer):
         if op_type in _REGISTRY:
             raise KeyError(f"Op type {op_type!r} is already registered")
-        _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role, forwards_input)
+        _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role, forwards_input,
+                                   reads_shapes_only)
         return infer
 
     return decorate

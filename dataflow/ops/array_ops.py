@@ -155,7 +155,7 @@ def _shape_query_infer(op):
 
 
 for _t in ("Shape", "Size", "Rank"):
-    register_op(_t)(_shape_query_infer)
+    register_op(_t, reads_shapes_only=True)(_shape_query_infer)
 
 
 @register_op("GatherV2")

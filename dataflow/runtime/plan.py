@@ -450,8 +450,11 @@ def _reachable(start, nodes, kept, frame, frame_of) -> set:
 
 
 def _may_be_big(op) -> bool:
-    """False when static shapes prove every input small (scalars in loops, say)."""
+    """False when static shapes prove every input small (scalars in loops, say), or
+    when the op only reads its inputs' shapes."""
     from .executor import BIG_BYTES
+    if op._op_def.reads_shapes_only:
+        return False
     total = 0
     for t in op._inputs:
         n = t.shape.num_elements()
