@@ -6,7 +6,6 @@ import platform
 import subprocess
 import sys
 
-import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
@@ -39,17 +38,18 @@ def _child(mode, **env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not GLIBC, reason="the malloc settings exist on glibc only")
 def test_session_keeps_freed_memory_and_steps_stop_page_faulting():
     on, off = _child("on"), _child("off")
-    assert on["retained"] and not off["retained"]
-    # 8 x 460 KB written per step is 900 pages: with glibc's defaults most of them fault
-    # again every step; with the memory kept, almost none do.
-    assert off["faults"] > 200, off
-    assert on["faults"] < 20, on
+    assert not off["retained"]
+    # Elsewhere than glibc the setting does not exist and nothing changes.
+    assert on["retained"] == GLIBC
+    if GLIBC:
+        # 8 x 460 KB written per step is 900 pages: with glibc's defaults most of them
+        # fault again every step; with the memory kept, almost none do.
+        assert off["faults"] > 200, off
+        assert on["faults"] < 20, on
 
 
-@pytest.mark.skipif(not GLIBC, reason="the malloc settings exist on glibc only")
 def test_environment_variable_switches_it_off():
     assert not _child("on", DATAFLOW_RETAIN_HOST_MEMORY="0")["retained"]
 

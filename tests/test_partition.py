@@ -273,7 +273,8 @@ def test_gradients_of_a_partitioned_loop():
     np.testing.assert_allclose(part[1], single[1], rtol=1e-12)
 
 
-def test_variables_updated_from_another_device():
+def variable_updated_from_a():
+    """A variable on B incremented by a value computed on A: (graph, v, update, init)."""
     g = df.Graph()
     with g.as_default():
         with df.device(B):
@@ -283,6 +284,11 @@ def test_variables_updated_from_another_device():
         with df.device(B):
             update = v.assign_add(step)
         init = df.variables_initializer([v])
+    return g, v, update, init
+
+
+def test_variables_updated_from_another_device():
+    g, v, update, init = variable_updated_from_a()
     with df.Session(graph=g, config=df.ConfigProto(**CONFIG)) as sess:
         sess.run(init)
         sess.run(update)

@@ -26,7 +26,7 @@ from dataflow.runtime.partitioned import PartitionedPlan
 from tests.graph_gen import programs, quiet_numpy
 from tests.test_differential import NOT_COMPUTED, SETTINGS, assert_same_tokens, spec_tokens
 from tests.test_partition import (failing_on_b, gradient_of_loop_on_b, loop_body_on_b,
-                                  nested_three_devices)
+                                  nested_three_devices, variable_updated_from_a)
 
 A, B, C = "/cpu:0", "/cpu:1", "/cpu:2"
 DA, DB, DC = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
@@ -242,15 +242,7 @@ def test_cancel_wakes_a_waiting_recv():
 
 # -- variables ---------------------------------------------------------------------------------
 def test_variables_live_in_their_devices_process_across_runs_and_new_plans():
-    g = df.Graph()
-    with g.as_default():
-        with df.device(B):
-            v = df.Variable(0.0, name="v")
-        with df.device(A):
-            step = df.constant(2.5) * 2.0
-        with df.device(B):
-            update = v.assign_add(step)
-        init = df.variables_initializer([v])
+    g, v, update, init = variable_updated_from_a()
     with df.Session(graph=g, config=processes()) as sess:
         sess.run(init)
         sess.run(update)

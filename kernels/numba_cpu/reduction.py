@@ -44,6 +44,18 @@ def split_axes(shape, axis, keep_dims):
     return (a, r, b), out
 
 
+def _reduce_split(x, split, dt, last_fn, middle_fn):
+    """``x`` seen as ``(A, R, B)`` reduced over R into a fresh ``(A,)`` or ``(A, B)``."""
+    a, r, b = split
+    if b == 1:
+        out = np.empty(a, dt)
+        last_fn(x.reshape(a, r), out)
+    else:
+        out = np.empty((a, b), dt)
+        middle_fn(x.reshape(a, r, b), out)
+    return out
+
+
 def _reduction(last, middle, mean=False, last_max_run=None):
     """A factory for ``last``/``middle`` kernels; rows of ``last_max_run`` elements or
     more are left to NumPy (where its reduction is faster than ours)."""
@@ -68,12 +80,7 @@ def _reduction(last, middle, mean=False, last_max_run=None):
             (a, r, b), out_shape = plan
             if b == 1 and last_max_run is not None and r >= last_max_run:
                 return ref(x)
-            if b == 1:
-                out = np.empty(a, dt)
-                last_fn(x.reshape(a, r), out)
-            else:
-                out = np.empty((a, b), dt)
-                middle_fn(x.reshape(a, r, b), out)
+            out = _reduce_split(x, (a, r, b), dt, last_fn, middle_fn)
             if mean:
                 out /= dt.type(r)
             return out.reshape(out_shape) if out_shape else out[0]
@@ -109,13 +116,7 @@ def _sum_to_shape(ctx, ref):
             plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
         if plan is None:
             return ref(grad, shape)
-        a, r, b = plan
-        if b == 1:
-            out = np.empty(a, dt)
-            last_fn(grad.reshape(a, r), out)
-        else:
-            out = np.empty((a, b), dt)
-            middle_fn(grad.reshape(a, r, b), out)
+        out = _reduce_split(grad, plan, dt, last_fn, middle_fn)
         return out.reshape(target) if target else out[0]
     return sum_to_shape
 
