@@ -18,9 +18,9 @@ import numpy as np
 
 import dataflow as df
 from dataflow.runtime.host_memory import retain_freed_memory
-from kernels.numba_cpu import _dispatch
-from kernels.numba_cpu._dispatch import reference_kernel
-from kernels.registry import KernelContext, find_kernel
+from dataflow.kernels.numba_cpu import _dispatch
+from dataflow.kernels.numba_cpu._dispatch import reference_kernel
+from dataflow.kernels.registry import KernelContext, find_kernel
 
 SIZES = (10**3, 10**5, 10**6, 10**7)
 

@@ -1,4 +1,4 @@
-"""kernels.approx against NumPy: the error bounds of its docstring over the whole
+"""dataflow.kernels.approx against NumPy: the error bounds of its docstring over the whole
 float32 range (a sweep of bit patterns), random float64 values of every magnitude,
 and the special values (NaN, inf, zeros, overflow and underflow thresholds)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import approx
+from dataflow.kernels import approx
 
 F32, F64 = np.float32, np.float64
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-import spec
+from dataflow import spec
 from tests.graph_gen import Program, programs, quiet_numpy
 
 SETTINGS = {"deadline": None, "derandomize": False,

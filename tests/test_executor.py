@@ -9,7 +9,7 @@ import dataflow as df
 from dataflow.runtime.executor import Executor
 from dataflow.framework.op_registry import register_op
 from dataflow.ops import shape_fns
-from kernels.registry import register_kernel
+from dataflow.kernels.registry import register_kernel
 
 
 def _executor_for(sess, fetches, feed_dict=None):

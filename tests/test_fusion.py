@@ -1,8 +1,8 @@
 """Elementwise fusion: the plan-time pass (dataflow/runtime/fusion.py) and the CPU kernel
-it uses (kernels/numba_cpu/fused.py).
+it uses (dataflow/kernels/numba_cpu/fused.py).
 
 Random expressions run with fusion on and off: arithmetic-only ones must agree bit for
-bit; with tanh/exp/log/sigmoid the fused loop uses kernels/approx.py, so results must
+bit; with tanh/exp/log/sigmoid the fused loop uses dataflow/kernels/approx.py, so results must
 agree within a first-order error bound built from that module's ulp bounds. Both the
 small-value path (NumPy reference kernels) and the compiled loop are exercised (the
 latter by lowering its size threshold).
@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-import kernels.numba_cpu  # noqa: F401  (registers the CPU FusedElementwise kernel)
+import dataflow.kernels.numba_cpu  # noqa: F401  (registers the CPU FusedElementwise kernel)
 from dataflow import ops as raw_ops
 from dataflow.ops import grad_ops
 from dataflow.runtime import fusion
 from dataflow.runtime.plan import build_plan
-from kernels.numba_cpu import fused
+from dataflow.kernels.numba_cpu import fused
 
 BUILD = {
     "AddV2": df.add, "Sub": df.subtract, "Mul": df.multiply, "RealDiv": df.divide,
@@ -535,7 +535,7 @@ def test_compiled_loop_without_approximations_matches_libm():
 
 _CACHED_KERNEL = """
 import sys, numpy as np
-from kernels.numba_cpu import fused
+from dataflow.kernels.numba_cpu import fused
 program = (("Mul", (("input", 0), ("const", (1.0 / 3.0).hex()))), ("Sqrt", (("value", 0),)))
 kernel = fused.numba_kernel(program, "float64", "a", None)
 x = np.arange(10.0)

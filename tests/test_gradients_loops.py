@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dataflow as df
-from kernels.numpy_cpu import data_flow
+from dataflow.kernels.numpy_cpu import data_flow
 
 from .grad_check import check_gradients
 from .op_harness import ops_of_type

@@ -1,4 +1,4 @@
-"""The Numba CPU kernels (kernels/numba_cpu) against the NumPy reference kernels.
+"""The Numba CPU kernels (dataflow/kernels/numba_cpu) against the NumPy reference kernels.
 
 Each test builds one op on placeholders, takes the registered (Numba) kernel and the
 NumPy reference kernel of that node, and compares them on the same values: equal
@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-from kernels.numba_cpu import _dispatch, elementwise
-from kernels.numba_cpu._dispatch import reference_kernel
-from kernels.registry import KernelContext, find_kernel
+from dataflow.kernels.numba_cpu import _dispatch, elementwise
+from dataflow.kernels.numba_cpu._dispatch import reference_kernel
+from dataflow.kernels.registry import KernelContext, find_kernel
 
 pytestmark = pytest.mark.skipif(not _dispatch.ENABLED, reason="DATAFLOW_NUMBA_KERNELS=0")
 
@@ -384,12 +384,12 @@ def test_mlp_step_in_a_session_matches_numpy():
 
 
 def _jit_dispatchers():
-    """Every compiled kernel of kernels/numba_cpu and kernels.approx that Python calls
+    """Every compiled kernel of dataflow/kernels/numba_cpu and kernels.approx that Python calls
     (with its disk cache on); scalar helpers only run inside those."""
     from numba.core.dispatcher import Dispatcher
 
-    from kernels import approx
-    from kernels.numba_cpu import (_array_jit, _elementwise_jit, _nn_jit, _reduction_jit,
+    from dataflow.kernels import approx
+    from dataflow.kernels.numba_cpu import (_array_jit, _elementwise_jit, _nn_jit, _reduction_jit,
                                    _training_jit)
     found = [_elementwise_jit.unary_loop("Tanh")]
     found += [_elementwise_jit.binary_loop("AddV2", p) for p in elementwise.PATTERNS]
@@ -418,8 +418,8 @@ def test_compiled_kernels_release_the_gil():
 _PROBE = """
 import gc, sys
 import dataflow
-mods = sorted(m for m in sys.modules if m.startswith("kernels.numba_cpu._")
-              and m != "kernels.numba_cpu._dispatch")
+mods = sorted(m for m in sys.modules if m.startswith("dataflow.kernels.numba_cpu._")
+              and m != "dataflow.kernels.numba_cpu._dispatch")
 compiled = []
 if "numba" in sys.modules:
     from numba.core.dispatcher import Dispatcher
@@ -438,7 +438,7 @@ def test_import_dataflow_compiles_no_kernel():
 _CACHE_PROBE = """
 import numpy as np
 import dataflow as df
-from kernels.numba_cpu import _elementwise_jit as J
+from dataflow.kernels.numba_cpu import _elementwise_jit as J
 x = df.placeholder(df.float32)
 with df.Session() as s:
     s.run(df.tanh(x), {x: np.ones(10000, np.float32)})
@@ -458,7 +458,7 @@ def test_second_process_loads_kernels_from_the_disk_cache():
 
 @pytest.mark.parametrize("shape", [(10,), (64, 64)])
 def test_apply_adam_equals_numpy(shape):
-    from kernels.numpy_cpu.state import VariableCell
+    from dataflow.kernels.numpy_cpu.state import VariableCell
     with df.Graph().as_default() as g:
         w = df.Variable(np.zeros(shape, F32))
         df.train.AdamOptimizer(0.01).minimize(df.reduce_sum(w * w))

@@ -12,7 +12,7 @@ import pytest
 
 import dataflow as df
 from dataflow.ops import math_ops
-from kernels.registry import KernelContext, find_kernel
+from dataflow.kernels.registry import KernelContext, find_kernel
 
 NUMERIC = [df.float16, df.float32, df.float64, df.int8, df.int16, df.int32, df.int64, df.uint8]
 

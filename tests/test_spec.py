@@ -1,7 +1,7 @@
 """The reference interpreter (``spec``) alone, on hand-written graphs.
 
 Every expected value is a closed-form Python computation, so these tests pin
-the spec to the rules in ``spec/SEMANTICS.md`` independently of the executor.
+the spec to the rules in ``dataflow/spec/SEMANTICS.md`` independently of the executor.
 Each graph is run under several seeds (firing orders) that must all agree.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dataflow as df
-import spec
+from dataflow import spec
 from dataflow.ops import control_flow_ops as cf
 
 DEAD = (None, True)
@@ -366,7 +366,7 @@ def test_control_edges_from_a_fed_placeholder_are_satisfied_by_the_feed():
 def test_docstring_examples():
     import doctest
 
-    import spec.interpreter
+    import dataflow.spec.interpreter  # noqa: F401
     failures, tried = doctest.testmod(spec.interpreter)
     assert tried >= 10 and failures == 0
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dataflow as df
-from kernels.numpy_cpu import data_flow
-from kernels.registry import register_device_memory, register_kernel
+from dataflow.kernels.numpy_cpu import data_flow
+from dataflow.kernels.registry import register_device_memory, register_kernel
 
 COPIES = {"to_host": 0, "to_device": 0}
 

@@ -3,7 +3,7 @@
 An op definition says how to infer the output dtypes and static shapes of an
 op from its inputs and attributes, whether the op is stateful, and which of
 the executor's built-in behaviours (the control-flow primitives) it has.
-Kernels live elsewhere (:mod:`kernels`); gradients come later, registered the
+Kernels live elsewhere (:mod:`dataflow.kernels`); gradients come later, registered the
 same way.
 
 >>> @register_op("Square2")

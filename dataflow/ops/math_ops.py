@@ -1,7 +1,7 @@
 """Elementwise math, comparisons, logic, reductions and matmul (TF names).
 
 Op definitions are registered from small tables, one entry per op type, so a
-new elementwise op is one line here and one kernel in :mod:`kernels`.
+new elementwise op is one line here and one kernel in :mod:`dataflow.kernels`.
 
 >>> y = add(x, 1.0)          # AddV2
 >>> s = reduce_sum(y, axis=0)

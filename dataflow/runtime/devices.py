@@ -78,7 +78,7 @@ def device_type(name: str) -> str:
 
 
 # Device types other than the CPU, with how many devices of each type this machine has.
-# Kernel packages register them (``kernels.cuda`` registers "GPU"); counting is lazy and
+# Kernel packages register them (``dataflow.kernels.cuda`` registers "GPU"); counting is lazy and
 # happens only when a session needs a device of that type.
 _DEVICE_COUNTERS: dict = {}
 _UNAVAILABLE_HINTS: dict = {}

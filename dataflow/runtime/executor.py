@@ -2,7 +2,7 @@
 
 A token is a value in an input slot of an :class:`IterationState`; its tag is
 implicit in which iteration state (of which frame) holds it, and a dead token
-is the :data:`DEAD` sentinel. The rules (see ``spec/SEMANTICS.md``):
+is the :data:`DEAD` sentinel. The rules (see ``dataflow/spec/SEMANTICS.md``):
 
 * a normal node runs once per iteration when all its inputs have arrived; if
   any input (control inputs included) is dead, it does not compute and all

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.registry import find_kernel
+from dataflow.kernels.registry import find_kernel
 
 from .devices import parse_device
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernels.registry import kernel_is_parallel as _kernel_is_parallel
+from dataflow.kernels.registry import kernel_is_parallel as _kernel_is_parallel
 
 from .. import errors
 from ..framework import op_registry as R

@@ -380,7 +380,7 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
 
 def _dump_state(resources) -> dict:
     """Initialized variables of this process: {name: (dtype, shape, value)}."""
-    from kernels.numpy_cpu.state import VariableCell
+    from dataflow.kernels.numpy_cpu.state import VariableCell
     return {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
             if isinstance(cell, VariableCell) and cell.value is not None}
 
@@ -388,7 +388,7 @@ def _dump_state(resources) -> dict:
 def _install_state(resources, state):
     """Put variables handed over by an earlier worker into this process's cells (the
     cells the forked kernels already hold, so they must be updated, not replaced)."""
-    from kernels.numpy_cpu.state import VariableCell
+    from dataflow.kernels.numpy_cpu.state import VariableCell
     for name, (dtype, shape, value) in state.items():
         cell = resources.get(name)
         if not isinstance(cell, VariableCell):

@@ -36,7 +36,7 @@ class ConfigProto:
 
     ``device_count={"CPU": 2}`` creates simulated devices ``/cpu:0`` and ``/cpu:1``;
     ``device_count={"GPU": n}`` uses at most ``n`` of the machine's GPUs (``/gpu:0``
-    exists when a CUDA GPU or Numba's CUDA simulator is there, see ``kernels/cuda``);
+    exists when a CUDA GPU or Numba's CUDA simulator is there, see ``dataflow/kernels/cuda``);
     ``allow_soft_placement`` moves ops on unknown devices to ``/cpu:0``;
     ``inter_op_parallelism_threads`` sizes the worker pool for large kernels
     (0: two threads); ``fold_constants`` can switch constant folding off;
@@ -228,7 +228,7 @@ class Session:
     def run_tokens(self, fetches, feed_dict=None, options=None):
         """Like :meth:`run` on a flat list of tensors, but a dead fetch comes back as
         ``(None, True)`` instead of raising: returns ``[(value, is_dead), ...]``.
-        Used by the differential tests against ``spec/``."""
+        Used by the differential tests against ``dataflow/spec/``."""
         tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
         feed_tensors, feed_values = self._convert_feeds(feed_dict)
         plan = self._plan(tensors, [], feed_tensors)
@@ -371,7 +371,7 @@ class Session:
         return plan
 
     def _kernel_for(self, op):
-        from kernels.registry import KernelContext, find_kernel
+        from dataflow.kernels.registry import KernelContext, find_kernel
         device = self._place(op)
         dtype = device[0]
         # Without compiled kernels the CPU runs the NumPy reference kernels (priority 0).

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dataflow.framework.graph import get_default_graph
-from kernels.cuda.elementwise import BINARY_OPS, UNARY_OPS
+from dataflow.kernels.cuda.elementwise import BINARY_OPS, UNARY_OPS
 
 from .util import assert_close, run_on_gpu
 
@@ -114,9 +114,9 @@ def test_select_and_add_n_broadcast():
 def test_scalar_results():
     # Host scalars compute on the host; a 0-d boolean result comes back to host memory
     # (Switch predicates); other 0-d device results are fetched as NumPy scalars.
-    from kernels.cuda.runtime import is_device_value
+    from dataflow.kernels.cuda.runtime import is_device_value
     import dataflow as df
-    from kernels.registry import KernelContext, find_kernel
+    from dataflow.kernels.registry import KernelContext, find_kernel
     with df.Graph().as_default():
         a = df.placeholder(df.float32, [])
         with df.device("/gpu:0"):
@@ -124,7 +124,7 @@ def test_scalar_results():
             total = df.reduce_sum(df.fill([3], a)) * 1.0
         ctx = KernelContext(op=less.op, device_type="GPU")
         fn = find_kernel(less.op, "GPU")(ctx)
-        from kernels.cuda.runtime import to_device
+        from dataflow.kernels.cuda.runtime import to_device
         out = fn(to_device(np.float32(1.0)), np.float32(2.0))
         assert not is_device_value(out) and out == np.bool_(True)
         with df.Session() as sess:

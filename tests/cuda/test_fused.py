@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 import dataflow as df
 from dataflow.runtime.fusion import FUSED_OP_TYPE
-from kernels.cuda.fused import kernel_source
+from dataflow.kernels.cuda.fused import kernel_source
 
 UNARY = {"neg": df.negative, "square": df.square, "tanh": df.tanh, "exp": df.exp,
          "sigmoid": df.sigmoid, "abs": df.abs, "relu": df.nn.relu}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dataflow as df
-from kernels.cuda.runtime import is_device_value
+from dataflow.kernels.cuda.runtime import is_device_value
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNG = np.random.default_rng(2)

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import dataflow as df
 from dataflow.ops import grad_ops
-from kernels.cuda.fallback import fallback_op_types
+from dataflow.kernels.cuda.fallback import fallback_op_types
 
 from .util import assert_close, run_on_gpu
 
@@ -134,9 +134,9 @@ def test_fallback_ops_are_listed():
 def test_compile_check_covers_every_kernel_family_and_op():
     # The PTX compile check itself runs without the simulator (.ci/run); here: that it
     # lists every op with a CUDA kernel, and refuses to run under the simulator.
-    from kernels.cuda import compile_check
-    from kernels.cuda.elementwise import BINARY_OPS, UNARY_OPS
-    from kernels.cuda.reduction import REDUCTION_OPS
+    from dataflow.kernels.cuda import compile_check
+    from dataflow.kernels.cuda.elementwise import BINARY_OPS, UNARY_OPS
+    from dataflow.kernels.cuda.reduction import REDUCTION_OPS
     names = [name for name, _, _ in compile_check.kernel_signatures()]
     words = {w for name in names for w in name.split()}
     assert set(UNARY_OPS) | set(BINARY_OPS) | set(REDUCTION_OPS) <= words

@@ -2,16 +2,16 @@
 import numpy as np
 
 import dataflow as df
-from kernels import registry
+from dataflow.kernels import registry
 
 
 def numpy_kernel(op):
-    """The NumPy reference kernel (``kernels.numpy_cpu``) of ``op``, bypassing any compiled
+    """The NumPy reference kernel (``dataflow.kernels.numpy_cpu``) of ``op``, bypassing any compiled
     CPU kernel registered at a higher priority: the tests' oracle."""
-    from kernels.registry import KernelContext
+    from dataflow.kernels.registry import KernelContext
     dtype = registry.kernel_dtype(op)
     for entry in registry._REGISTRY[(op.type, "CPU")]:
-        if entry.factory.__module__.startswith("kernels.numpy_cpu") and (
+        if entry.factory.__module__.startswith("dataflow.kernels.numpy_cpu") and (
                 entry.dtypes is None or dtype in entry.dtypes):
             return entry.factory(KernelContext(op=op, device_type="CPU"))
     raise LookupError(f"no NumPy kernel for {op.type}")

@@ -5,7 +5,7 @@ The fusion pass (``dataflow/runtime/fusion.py``) describes a group of elementwis
 a :class:`~dataflow.runtime.fusion.FusedExpr`: an SSA ``program`` over the group's
 external inputs and scalar literals. This module writes the program out as one
 scalar device function (each instruction calls the op's device function from
-:mod:`kernels.cuda.device.scalar`, literals are constants of the expression's dtype;
+:mod:`dataflow.kernels.cuda.device.scalar`, literals are constants of the expression's dtype;
 NVVM inlines it all, and ``math.tanh``/``math.exp`` are libdevice calls) and wraps it
 in two grid-stride kernels: a flat one when every input has the output's shape, and a
 broadcasting one that takes each input's element strides. One launch, one pass over
@@ -138,7 +138,7 @@ def _fused(ctx):
 
 def sample_kernels():
     """``[(name, kernel, signature)]`` of fused kernels using every fusable op type, for
-    the PTX compile check (:mod:`kernels.cuda.compile_check`)."""
+    the PTX compile check (:mod:`dataflow.kernels.cuda.compile_check`)."""
     from dataflow.runtime.fusion import FUSABLE
     out = []
     for dtype in ("float32", "float64"):

@@ -1,4 +1,4 @@
-"""A reference interpreter of the control-flow rules in ``spec/SEMANTICS.md``.
+"""A reference interpreter of the control-flow rules in ``dataflow/spec/SEMANTICS.md``.
 
 It runs the same :class:`dataflow.Graph` objects as the fast executor, but
 keeps every token explicitly as ``(value, is_dead)`` under a key
@@ -29,7 +29,7 @@ import numpy as np
 
 from dataflow.framework import op_registry as R
 from dataflow.framework.convert import convert_value
-from kernels.registry import KernelContext, find_kernel
+from dataflow.kernels.registry import KernelContext, find_kernel
 
 __all__ = ["CONTROL", "ROOT", "FetchNotComputed", "Interpreter", "MergeRace", "SpecError",
            "Token", "run"]

@@ -1,7 +1,7 @@
 """Numba kernels of Softmax, LogSoftmax and SoftmaxCrossEntropyWithLogits (float32,
 float64), over the last axis of C-contiguous arrays.
 
-They use :func:`kernels.approx.exp` and sum rows in blocks, so results differ from
+They use :func:`dataflow.kernels.approx.exp` and sum rows in blocks, so results differ from
 the NumPy kernels by the approximation's bound plus summation rounding (the tests
 allow 2e-6 relative for float32 and 1e-13 for float64, plus a few ulps of the
 logits' scale for losses near 0). The

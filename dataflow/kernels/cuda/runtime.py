@@ -4,7 +4,7 @@ Nothing here imports Numba at module import: ``import dataflow`` must stay fast 
 work on machines without a GPU. ``numba.cuda`` is imported the first time a GPU is
 counted or a GPU kernel is built (plan time), never per node execution.
 
->>> from kernels.cuda import runtime
+>>> from dataflow.kernels.cuda import runtime
 >>> runtime.gpu_count()        # 0 without a GPU and without the simulator
 0
 >>> runtime.to_host(runtime.to_device(np.ones(3)))       # doctest: +SKIP

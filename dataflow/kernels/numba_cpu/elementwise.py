@@ -2,7 +2,7 @@
 with the common broadcasts, the activation gradients, and SelectV2.
 
 float32 and float64 are compiled; other dtypes keep the NumPy kernels. Arithmetic
-results equal NumPy's bit for bit; Exp, Log, Tanh, Sigmoid use :mod:`kernels.approx`
+results equal NumPy's bit for bit; Exp, Log, Tanh, Sigmoid use :mod:`dataflow.kernels.approx`
 on the compiled path (error bounds there). Broadcasts compiled: same shape, array
 with a scalar (or a size-1 array of no higher rank), ``(..., n)`` with an ``n``-row,
 ``(..., m, n)`` with an ``(..., m, 1)`` column, either operand first; anything else,

@@ -1,10 +1,10 @@
 """``spec``: a small reference interpreter of the dataflow control-flow rules.
 
-The rules are stated in ``spec/SEMANTICS.md``; :func:`run` executes a graph by
+The rules are stated in ``dataflow/spec/SEMANTICS.md``; :func:`run` executes a graph by
 them, one randomly chosen enabled node at a time, and returns what
 ``Session.run_tokens`` returns: ``[(value, is_dead), ...]``.
 
->>> import spec
+>>> from dataflow import spec
 >>> spec.run(graph, [y], feed_dict={x: 1.0}, seed=3)   # doctest: +SKIP
 [(2.0, False)]
 """

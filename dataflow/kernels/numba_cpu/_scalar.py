@@ -11,8 +11,8 @@ source serves every op and Numba's disk cache keys each loop by the op name::
 
 Arithmetic is written as the NumPy reference kernels compute it, so results are
 bitwise equal (no fast-math, constants typed as the argument); Exp, Log, Tanh and
-Sigmoid use :mod:`kernels.approx` (bounds in its docstring). Callers compile with
-``error_model="numpy"`` (see :mod:`kernels.approx`).
+Sigmoid use :mod:`dataflow.kernels.approx` (bounds in its docstring). Callers compile with
+``error_model="numpy"`` (see :mod:`dataflow.kernels.approx`).
 """
 from __future__ import annotations
 

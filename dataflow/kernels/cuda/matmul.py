@@ -1,4 +1,4 @@
-"""GPU MatMul: a tiled shared-memory kernel (:mod:`kernels.cuda.device.matmul`), or
+"""GPU MatMul: a tiled shared-memory kernel (:mod:`dataflow.kernels.cuda.device.matmul`), or
 cuBLAS through CuPy when CuPy is importable (an optional fast path; never under the
 simulator).
 

@@ -116,5 +116,5 @@ def select_vv(c, x, y, out):
 
 
 def select_loop():
-    """The compiled select loop (for :func:`kernels.numba_cpu._dispatch.lazy`)."""
+    """The compiled select loop (for :func:`dataflow.kernels.numba_cpu._dispatch.lazy`)."""
     return select_vv

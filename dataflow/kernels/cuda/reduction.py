@@ -2,7 +2,7 @@
 
 The reduced axes are moved last (a transpose kernel, only when they are not already
 last), the input is viewed as ``(m, k)`` rows, and a shared-memory tree reduction
-(:mod:`kernels.cuda.device.rows`) reduces each row. Empty inputs take the host
+(:mod:`dataflow.kernels.cuda.device.rows`) reduces each row. Empty inputs take the host
 kernel (the identity values and NaN means are NumPy's there).
 
 >>> with df.device("/gpu:0"):

@@ -5,8 +5,8 @@ The simulator runs kernels as Python and accepts code the CUDA compiler rejects
 kernel for compute capability 7.5 with ``cuda.compile_ptx``. That needs NVVM, from
 the ``cuda`` extra (``numba-cuda[cu13]``), and the simulator off::
 
-    python -m kernels.cuda.compile_check          # prints one line per kernel
-    python -m kernels.cuda.compile_check -q       # only failures and the summary
+    python -m dataflow.kernels.cuda.compile_check          # prints one line per kernel
+    python -m dataflow.kernels.cuda.compile_check -q       # only failures and the summary
 
 Every op's scalar code is compiled for its first dtype and every dtype for one op;
 kernel variants that differ only in indexing (scalar operands, broadcasting) are
@@ -58,7 +58,7 @@ def _pairs(dtypes):
 
 
 def kernel_signatures():
-    """``[(name, kernel, signature)]`` for every CUDA kernel of :mod:`kernels.cuda`."""
+    """``[(name, kernel, signature)]`` for every CUDA kernel of :mod:`dataflow.kernels.cuda`."""
     from .device import array as A, elementwise as E, matmul as M, rows as R, training as T
     from .elementwise import BINARY_OPS, CAST_DTYPES, UNARY_OPS
     from .reduction import REDUCTION_OPS

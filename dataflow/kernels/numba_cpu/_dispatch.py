@@ -124,7 +124,7 @@ def refresh_disk_cache():
 
 
 def lazy(module, builder, *args):
-    """A function that, on its first call, imports ``kernels.numba_cpu.<module>`` and
+    """A function that, on its first call, imports ``dataflow.kernels.numba_cpu.<module>`` and
     replaces itself by ``getattr(module, builder)(*args)`` (so importing dataflow and
     building plans import no Numba; only a large value reaching the kernel does)."""
     fn = None
@@ -133,7 +133,7 @@ def lazy(module, builder, *args):
         nonlocal fn
         if fn is None:
             refresh_disk_cache()
-            mod = importlib.import_module(f"kernels.numba_cpu.{module}")
+            mod = importlib.import_module(f"dataflow.kernels.numba_cpu.{module}")
             fn = getattr(mod, builder)(*args)
         return fn(*call_args)
     return call

@@ -1,6 +1,6 @@
 """Kernel implementations, registered per (op type, device type, dtype).
 
-``kernels.registry`` holds the registry; ``kernels.numpy_cpu`` the NumPy
+``dataflow.kernels.registry`` holds the registry; ``dataflow.kernels.numpy_cpu`` the NumPy
 reference kernels for the CPU (the fallback for every op and the test oracle).
 Importing this package registers the NumPy kernels; other device types add
 their own subpackage without touching the executor.

@@ -3,7 +3,7 @@ gradient of a broadcast, e.g. a bias gradient summing ``(N, C)`` to ``(C,)``).
 
 The reduced axes must form one run of adjacent axes (any ``axis`` of a 2-D array,
 ``axis=None``, trailing or leading runs); the array is then viewed as ``(A, R, B)``
-and reduced by :mod:`kernels.numba_cpu._reduction_jit`. Other axis sets,
+and reduced by :mod:`dataflow.kernels.numba_cpu._reduction_jit`. Other axis sets,
 non-contiguous arrays and small arrays use the NumPy kernel, and so does Max over
 rows of 64 or more contiguous elements (NumPy is faster there). Sums differ from
 NumPy's pairwise sums by rounding only (see ``_reduction_jit``); Max is exact.

@@ -1,7 +1,7 @@
 """Compiled softmax, log-softmax and fused softmax cross-entropy (imports Numba), row
 by row over a C-contiguous ``(rows, n)`` array.
 
-Each row takes its max, writes ``e = exp(x - max)`` with :func:`kernels.approx.exp`,
+Each row takes its max, writes ``e = exp(x - max)`` with :func:`dataflow.kernels.approx.exp`,
 sums ``e`` as the reductions do, then finishes in one more pass. The cross-entropy
 computes the loss and its gradient ``softmax - labels`` in that last pass, with no
 temporaries. NaN and inf propagate as in the NumPy kernels (a row's max is NaN if

@@ -10,7 +10,7 @@ float64 version from the argument's type; LLVM inlines them into the caller's lo
 and vectorizes it::
 
     >>> from numba import njit
-    >>> from kernels import approx
+    >>> from dataflow.kernels import approx
     >>> @njit
     ... def tanh_all(x, out):
     ...     for i in range(x.size):
@@ -344,7 +344,7 @@ def _sigmoid_f64(x):
 def _generic(name, f32, f64):
     """A function that calls ``f32`` or ``f64`` by the argument's type in compiled code."""
     def stub(x):
-        raise TypeError(f"kernels.approx.{name} works inside Numba-compiled code only; "
+        raise TypeError(f"dataflow.kernels.approx.{name} works inside Numba-compiled code only; "
                         f"use {name}_into on arrays")
     stub.__name__ = stub.__qualname__ = name
 
