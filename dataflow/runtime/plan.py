@@ -28,24 +28,12 @@ from ..framework.graph import Operation, Tensor
 from .devices import device_type
 from .fusion import NO_FUSION, fuse_elementwise as _fuse_elementwise
 
-# Role codes used by the executor (small ints compare faster than strings).
-NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER = range(7)
+# Role codes used by the executor (small ints compare faster than strings), one per
+# OpDef role (dataflow.framework.op_registry).
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER, SEND, RECV = range(9)
 _ROLE_CODES = {R.NORMAL: NORMAL, R.SWITCH: SWITCH, R.MERGE: MERGE, R.ENTER: ENTER,
                R.EXIT: EXIT, R.NEXT_ITERATION: NEXT_ITERATION,
-               R.CONTROL_TRIGGER: CONTROL_TRIGGER}
-
-# Send/Recv (dataflow.ops.comm_ops) are executor roles keyed by op type: registering
-# them here keeps the op registry's roles to the control-flow primitives.
-SEND, RECV = 7, 8
-_ROLES_BY_TYPE: dict = {}
-
-
-def register_executor_role(op_type: str, code: int) -> None:
-    """Give every op of ``op_type`` the executor role ``code`` (``SEND`` or ``RECV``).
-
-    >>> register_executor_role("_Send", SEND)
-    """
-    _ROLES_BY_TYPE[op_type] = code
+               R.CONTROL_TRIGGER: CONTROL_TRIGGER, R.SEND: SEND, R.RECV: RECV}
 
 
 # Edge delivery modes.
@@ -103,8 +91,7 @@ class Plan:
 
 
 def _role(op: Operation) -> int:
-    code = _ROLES_BY_TYPE.get(op._type)
-    return _ROLE_CODES[op._op_def.role] if code is None else code
+    return _ROLE_CODES[op._op_def.role]
 
 
 def _prune(fetch_tensors, target_ops, fed: set) -> list[Operation]:

@@ -17,7 +17,8 @@ import numpy as np
 
 from .. import errors
 from ..framework.convert import convert_value
-from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.graph import (Operation, Tensor, default_session, get_default_graph,
+                               get_default_session)
 from .devices import (available_device_count, host_copy_function, inputs_from_device_memory,
                       known_device_types, parse_device, unavailable_hint, with_host_inputs)
 from .executor import DEAD, _NO_VALUE, Executor
@@ -89,15 +90,6 @@ class RunMetadata:
 
     def __init__(self):
         self.step_stats = {}
-
-
-_default_session = threading.local()
-
-
-def get_default_session():
-    """The innermost ``sess.as_default()`` session of this thread, or None."""
-    stack = getattr(_default_session, "stack", None)
-    return stack[-1] if stack else None
 
 
 class Session:
@@ -177,14 +169,8 @@ class Session:
     @contextlib.contextmanager
     def as_default(self):
         """Make this the default session (for ``Tensor.eval`` and ``Operation.run``)."""
-        stack = getattr(_default_session, "stack", None)
-        if stack is None:
-            stack = _default_session.stack = []
-        stack.append(self)
-        try:
+        with default_session(self):
             yield self
-        finally:
-            stack.remove(self)
 
     def close(self):
         """Release resources (variables, worker threads)."""
