@@ -1,4 +1,6 @@
-"""Device names: parsing ``"/cpu:0"``-style strings into one canonical spelling.
+"""Devices at run time: the device types a machine has, and host copies of values held
+in a device's own memory. Device names are parsed by :mod:`dataflow.framework.device_spec`
+(graph construction needs them); its names are re-exported here.
 
 >>> canonical_device("/cpu:1")
 '/device:CPU:1'
