@@ -53,7 +53,7 @@ def run_modes(build, feeds=None):
         with df.Session(graph=g, config=config) as sess:
             results.append(sess.run(fetches, feed))
             if mode == "processes":
-                assert len(sess._mode_state._runner.pids()) >= 2
+                assert len(sess._driver.partitioned.mode_state._runner.pids()) >= 2
     return results
 
 
@@ -161,7 +161,7 @@ def test_a_100_mb_array_crosses_through_shared_memory_and_comes_back():
     with df.Session(graph=g, config=processes()) as sess:
         first = sess.run(z, {x: value})
         again = sess.run(z, {x: value})     # the sender's segment is reused
-        prefix = sess._mode_state._runner.prefix
+        prefix = sess._driver.partitioned.mode_state._runner.prefix
     for out in (first, again):
         assert out.dtype == np.float32 and out.shape == (n,)
         assert np.array_equal(out, value)
@@ -248,7 +248,7 @@ def test_variables_live_in_their_devices_process_across_runs_and_new_plans():
         sess.run(update)
         assert sess.run(update) == 10.0
         assert sess.run(v) == 10.0          # a plan on B alone also runs in B's process
-        pids = sess._mode_state._runner.pids()
+        pids = sess._driver.partitioned.mode_state._runner.pids()
         with g.as_default():               # the graph grows: the workers are forked
             with df.device(A):             # again and B's variable moves to the new one
                 doubled = df.constant(1.0) * 2.0
@@ -256,7 +256,7 @@ def test_variables_live_in_their_devices_process_across_runs_and_new_plans():
                 again = v.assign_add(doubled)
         assert sess.run(again) == 12.0
         assert sess.run(v) == 12.0
-        assert not set(sess._mode_state._runner.pids()) & set(pids)
+        assert not set(sess._driver.partitioned.mode_state._runner.pids()) & set(pids)
     with df.Session(graph=g, config=df.ConfigProto(device_count={"CPU": 3})) as sess:
         sess.run(init)
         sess.run(update)
@@ -314,7 +314,7 @@ def test_a_killed_worker_raises_instead_of_hanging_and_leaves_nothing_behind():
     x1 = g.get_tensor_by_name("x_1:0")
     with df.Session(graph=g, config=processes()) as sess:
         assert sess.run(short, {x1: 0.5})[0] == 4
-        runner = sess._mode_state._runner
+        runner = sess._driver.partitioned.mode_state._runner
         pids = []
         stepped = runner._step
 
@@ -350,7 +350,7 @@ def test_closing_the_session_stops_the_workers_and_removes_segments():
     sess = df.Session(graph=g, config=processes())
     value = np.linspace(0.0, 1.0, 1 << 19)
     assert np.array_equal(sess.run(z, {x: value}), value)
-    runner = sess._mode_state._runner
+    runner = sess._driver.partitioned.mode_state._runner
     pids, prefix = runner.pids(), runner.prefix
     assert all(alive(p) for p in pids)
     sess.close()
@@ -367,7 +367,7 @@ def test_a_session_dropped_without_close_stops_its_workers():
             b = a + 1.0
     sess = df.Session(graph=g, config=processes())
     assert sess.run(b) == 7.0
-    pids = sess._mode_state._runner.pids()
+    pids = sess._driver.partitioned.mode_state._runner.pids()
     del sess
     gc.collect()
     assert pids and not any(alive(p) for p in pids)
@@ -415,4 +415,4 @@ def test_processes_mode_runs_a_graph_on_one_device_in_a_worker():
     with df.Session(graph=g, config=processes()) as sess:
         assert sess.run(y, {x: 2.0})[1] == 8.0
         assert any(isinstance(p, PartitionedPlan) for p in sess._plans.values())
-        assert len(sess._mode_state._runner.pids()) == 1
+        assert len(sess._driver.partitioned.mode_state._runner.pids()) == 1

@@ -50,6 +50,7 @@ from multiprocessing.connection import Pipe
 import numpy as np
 
 from .. import errors
+from ..kernels.resources import is_process_local
 from .rendezvous import LocalRendezvous, Rendezvous
 
 __all__ = [
@@ -466,7 +467,7 @@ class Endpoint:
 
 def _check_portable(value, key):
     """Only plain data may cross processes: a variable handle would arrive as a copy."""
-    if type(value).__name__ == "VariableCell":
+    if is_process_local(value):
         raise errors.InvalidArgumentError(
             None, None, f"The handle of variable '{value.name}' would cross processes "
             f"(rendezvous key {key!r}); in partition_mode='processes' every op that uses a "

@@ -61,6 +61,8 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Pipe, wait
 
 from .. import errors
+from ..kernels.resources import VariableCell
+from .feeds import feed_templates
 from .process_rendezvous import (
     Endpoint,
     adopt_arrays,
@@ -380,7 +382,6 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
 
 def _dump_state(resources) -> dict:
     """Initialized variables of this process: {name: (dtype, shape, value)}."""
-    from dataflow.kernels.numpy_cpu.state import VariableCell
     return {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
             if isinstance(cell, VariableCell) and cell.value is not None}
 
@@ -388,7 +389,6 @@ def _dump_state(resources) -> dict:
 def _install_state(resources, state):
     """Put variables handed over by an earlier worker into this process's cells (the
     cells the forked kernels already hold, so they must be updated, not replaced)."""
-    from dataflow.kernels.numpy_cpu.state import VariableCell
     for name, (dtype, shape, value) in state.items():
         cell = resources.get(name)
         if not isinstance(cell, VariableCell):
@@ -423,9 +423,8 @@ class _PartitionProgram:
 
     def run_partition(self, device, feed_values, rendezvous, deadline, pool):
         from .executor import _NO_VALUE, Executor
-        from .session import Session
         plan = self.plans[device]
-        templates = Session._templates(plan, feed_values)
+        templates = feed_templates(plan, feed_values)
         executor = Executor(plan, pool, templates, rendezvous)
         # The executor waits for Recvs on its completion queue: this one reads the peers'
         # pipes on the executor's own thread while it waits (no hand-off from a reader thread).
