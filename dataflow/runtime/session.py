@@ -1,10 +1,13 @@
 """``Session``: runs fetches of a graph, keeping variables across runs (``tf.Session``).
 
->>> x = placeholder(float32)
->>> y = x * 2.0
->>> with Session() as sess:
-...     sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
-{'y': 6.0, 'both': [3.0, 6.0]}
+>>> import dataflow as df
+>>> with df.Graph().as_default():
+...     x = df.placeholder(df.float32)
+...     y = x * 2.0
+...     with Session() as sess:
+...         out = sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
+>>> float(out["y"]), [float(v) for v in out["both"]]
+(6.0, [3.0, 6.0])
 
 The Session is the public face of several objects, each in its own module:
 
