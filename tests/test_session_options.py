@@ -149,3 +149,26 @@ def test_run_and_run_tokens_share_the_closed_session_check():
         for call in (lambda: sess.run(y), lambda: sess.run_tokens([y])):
             with pytest.raises(RuntimeError, match="closed Session"):
                 call()
+
+
+def test_log_device_placement_covers_every_partition(capsys):
+    with df.Graph().as_default() as g:
+        x = df.placeholder(df.float32, [])
+        with df.device("/cpu:0"):
+            a = df.multiply(x, 2.0, name="a")
+        with df.device("/cpu:1"):
+            b = df.add(a, 1.0, name="b")
+        config = df.ConfigProto(log_device_placement=True)
+        with df.Session(graph=g, config=config) as sess:
+            assert sess.run(b, {x: 3.0}) == 7.0
+    placed = _placement_lines(capsys.readouterr().err)
+    assert placed["a"] == ("Mul", "CPU", 0) and placed["b"] == ("AddV2", "CPU", 1)
+    transfers = {v for v in placed.values() if v[0] in ("_Send", "_Recv")}
+    assert transfers == {("_Send", "CPU", 0), ("_Recv", "CPU", 1)}
+
+
+def test_intra_op_threads_without_threadpoolctl_warns(monkeypatch):
+    from dataflow.runtime import thread_limits
+    monkeypatch.setattr(thread_limits, "_get_controller", lambda: None)
+    with pytest.warns(RuntimeWarning, match="threadpoolctl"):
+        assert thread_limits.thread_limit(2) is None
