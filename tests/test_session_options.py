@@ -172,3 +172,25 @@ def test_intra_op_threads_without_threadpoolctl_warns(monkeypatch):
     monkeypatch.setattr(thread_limits, "_get_controller", lambda: None)
     with pytest.warns(RuntimeWarning, match="threadpoolctl"):
         assert thread_limits.thread_limit(2) is None
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_dropped_session_is_freed_at_once(mode):
+    """No reference cycle keeps a Session alive, so one dropped without close() frees
+    its resources (the processes mode: stops its workers) without waiting for the gc."""
+    import gc
+    import weakref
+    with df.Graph().as_default() as g:
+        x = df.placeholder(df.float32, [])
+        with df.device("/cpu:1"):
+            y = x * 2.0
+        z = y + 1.0
+        sess = df.Session(graph=g, config=df.ConfigProto(partition_mode=mode))
+        assert sess.run(z, {x: 1.0}) == 3.0
+    gc.disable()
+    try:
+        ref = weakref.ref(sess)
+        del sess
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -9,7 +9,7 @@ must not grow it without bound).
 >>> import dataflow as df
 >>> with df.Graph().as_default() as g:
 ...     y = df.constant(1.0)
->>> cache = PlanCache(lambda tensors, targets, feeds: object())
+>>> cache = PlanCache(lambda graph, tensors, targets, feeds: object())
 >>> cache.get(g, [y], [], []) is cache.get(g, [y], [], [])
 True
 >>> with g.as_default():
@@ -27,8 +27,9 @@ MAX_PLANS = 256
 
 
 class PlanCache:
-    """Plans by ``(graph.version, tensors, targets, feed tensors)``; ``build(tensors,
-    targets, feed_tensors)`` compiles a missing one (under a lock: one build at a time)."""
+    """Plans by ``(graph.version, tensors, targets, feed tensors)``; ``build(graph,
+    tensors, targets, feed_tensors)`` compiles a missing one (under a lock: one build at
+    a time)."""
 
     def __init__(self, build):
         self._build = build
@@ -45,7 +46,8 @@ class PlanCache:
                 if plan is None:
                     if len(self._plans) > MAX_PLANS:
                         self._plans.clear()
-                    plan = self._plans[key] = self._build(tensors, targets, feed_tensors)
+                    plan = self._plans[key] = self._build(graph, tensors, targets,
+                                                          feed_tensors)
         return plan
 
     def values(self):

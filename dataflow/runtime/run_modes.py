@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from .executor import Executor
@@ -91,7 +92,9 @@ class PartitionedDriver:
 
     def __init__(self, mode_name: str, session, pool: WorkerPool):
         self.mode = partition_mode(mode_name)   # an unknown mode fails here, not at run time
-        self._session = session
+        # A weak reference: a Session dropped without close() is freed at once, and the
+        # mode state's finalizer (the processes mode's) then stops its workers.
+        self._session = weakref.ref(session)
         self._pool = pool
         self.mode_state = None    # the mode's per-Session state, made on first use
 
@@ -118,7 +121,7 @@ class PartitionedDriver:
         if self.mode.per_session is None:
             return None
         if self.mode_state is None:
-            self.mode_state = self.mode.per_session(self._session)
+            self.mode_state = self.mode.per_session(self._session())
         return self.mode_state.run
 
     def close(self):
@@ -144,22 +147,22 @@ class StepDriver:
         self.single = SingleDriver(pool)
         self.partitioned = PartitionedDriver(config.partition_mode, session, pool)
         self._thread_limit = thread_limit
-        self._plan_options = dict(fold_constants=config.fold_constants,
-                                  fuse_elementwise=fusion_enabled(config.fuse_elementwise))
 
     def build(self, graph, tensors, targets, feed_tensors):
         """The plan of one step: a PartitionedPlan or a Plan."""
         from .plan import _prune
         ops = _prune(tensors, targets, set(feed_tensors))
         places = {self._devices.declared_place(op) for op in ops if op.device}
+        # Read at every build: DATAFLOW_FUSION may change between plans.
+        options = dict(fold_constants=self._config.fold_constants,
+                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise))
         if self.partitioned.wants(places):
             plan = self.partitioned.build(graph, tensors, targets, feed_tensors,
                                           self._kernels.kernel_for,
-                                          resolve=self._devices.device_name,
-                                          **self._plan_options)
+                                          resolve=self._devices.device_name, **options)
         else:
             plan = self.single.build(graph, tensors, targets, feed_tensors,
-                                     self._kernels.kernel_for, **self._plan_options)
+                                     self._kernels.kernel_for, **options)
         if self._config.log_device_placement:
             self.log_placement(plan)
         return plan

@@ -170,8 +170,7 @@ class Session:
         self._pool = WorkerPool(config.inter_op_parallelism_threads)
         self._driver = StepDriver(self, config, self._devices, self._kernels, self._pool,
                                   thread_limit(config.intra_op_parallelism_threads))
-        self._plans = PlanCache(lambda tensors, targets, feeds: self._driver.build(
-            self._graph, tensors, targets, feeds))
+        self._plans = PlanCache(self._driver.build)   # no reference back to the Session
 
     graph = property(lambda self: self._graph)
     sess_str = property(lambda self: "")
