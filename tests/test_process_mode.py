@@ -228,6 +228,25 @@ def test_large_arrays_travel_in_a_reused_segment_not_through_the_pipe():
     assert segments.segments_with_prefix(prefix) == []
 
 
+def test_segment_pool_reuses_the_smallest_fitting_segment_and_keeps_four():
+    prefix = f"dftest{os.getpid()}p"
+    pool = segments.SegmentPool(prefix, 0)
+    try:
+        mib = 1 << 20
+        written = [pool.write(np.ones(k * mib // 8)) for k in range(1, 7)]   # 1..6 MiB
+        assert [size for _, size in written] == [k * mib for k in range(1, 7)]
+        for name, _ in written:
+            pool.release(name)
+        kept = sorted(segments.segments_with_prefix(prefix))
+        assert kept == sorted(name for name, _ in written[2:])   # the four largest
+        name, size = pool.write(np.arange(mib // 8 * 3, dtype=np.float64))  # 3 MiB
+        assert (name, size) == written[2]                         # reused, not created
+        assert sorted(segments.segments_with_prefix(prefix)) == kept
+    finally:
+        pool.shutdown()
+    assert segments.segments_with_prefix(prefix) == []
+
+
 def test_cancel_wakes_a_waiting_recv():
     a, b = pipes.Endpoint.mesh([DA, DB], prefix=f"dftest{os.getpid()}c")
     try:

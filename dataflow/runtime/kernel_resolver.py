@@ -10,8 +10,14 @@ session's resources, and, for a CPU kernel that may read a value held in a devic
 own memory (a GPU's), wraps it so those inputs are copied to the host first.
 Decided once per plan, so graphs without such devices pay nothing per node.
 
->>> resolver = KernelResolver(devices, config, resources={})   # doctest: +SKIP
->>> fn = resolver.kernel_for(op)                                # doctest: +SKIP
+>>> import numpy as np, dataflow as df
+>>> from dataflow.runtime.device_set import DeviceSet
+>>> with df.Graph().as_default() as g:
+...     y = df.negative(df.constant([1.0, 2.0]))
+>>> config = df.ConfigProto(use_compiled_kernels=False)
+>>> resolver = KernelResolver(DeviceSet(g, {}, False), config, resources={})
+>>> resolver.kernel_for(y.op)(np.array([1.0, 2.0]))
+array([-1., -2.])
 """
 from __future__ import annotations
 

@@ -15,9 +15,18 @@ A step runs partitioned when the ops it needs are explicitly placed on two or mo
 devices, or always when its mode says so (the processes mode: variables live in the
 device processes). Everything else keeps the single-executor path.
 
->>> driver = StepDriver(session, config, devices, kernels, pool)   # doctest: +SKIP
->>> plan = driver.build(graph, [y], [], [x])                        # doctest: +SKIP
->>> raw = driver.execute(plan, [3.0], deadline=None)                # doctest: +SKIP
+>>> import numpy as np, dataflow as df
+>>> from dataflow.runtime.device_set import DeviceSet
+>>> from dataflow.runtime.kernel_resolver import KernelResolver
+>>> with df.Graph().as_default() as g:
+...     x = df.placeholder(df.float32, [])
+...     y = x * 2.0
+>>> kernels = KernelResolver(DeviceSet(g, {}, False), df.ConfigProto(), resources={})
+>>> plan = SingleDriver.build(g, [y], [], [x], kernels.kernel_for)
+>>> pool = WorkerPool()
+>>> [float(v) for v in SingleDriver(pool).execute(plan, [np.float32(3.0)], deadline=None)]
+[6.0]
+>>> pool.shutdown()
 """
 from __future__ import annotations
 
