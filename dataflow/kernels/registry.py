@@ -170,8 +170,9 @@ def declared_device_types() -> set[str]:
 
 
 def device_memory(device_type: str):
-    """The declaration of ``device_type`` when its memory is not the host's (it has
-    ``to_host`` and ``to_device``), else None."""
+    """The declaration of ``device_type`` when its memory is not the host's (declared
+    with a ``to_host``; stacks with ``swap_memory`` also use its ``to_device``), else
+    None."""
     info = _DEVICE_TYPES.get(device_type.upper())
     return info if info is not None and info.has_own_memory else None
 
