@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import dataflow as df
-from dataflow.runtime.process_runner import ProcessRunner
+from dataflow.runtime.multiprocess.runner import ProcessRunner
 
 from .partition_table import build_loop
 

@@ -10,14 +10,15 @@ from dataflow.runtime.executor import Executor
 from dataflow.framework.op_registry import register_op
 from dataflow.ops import shape_fns
 from dataflow.kernels.registry import register_kernel
+from dataflow.runtime.feeds import convert_feeds, feed_templates
 
 
 def _executor_for(sess, fetches, feed_dict=None):
     """Run ``fetches`` through a fresh Executor on the session's plan; return both."""
     tensors = list(fetches)
-    feed_tensors, feed_values = sess._convert_feeds(feed_dict)
-    plan = sess._plan(tensors, [], feed_tensors)
-    ex = Executor(plan, sess._worker_pool(), sess._templates(plan, feed_values))
+    feed_tensors, feed_values = convert_feeds(sess.graph, feed_dict)
+    plan = sess._plans.get(sess.graph, tensors, [], feed_tensors)
+    ex = Executor(plan, sess._pool.get(), feed_templates(plan, feed_values))
     return ex, ex.run()
 
 

@@ -147,7 +147,7 @@ def test_reachable_follows_data_and_control_edges():
     b = df.identity(a, name="b")
     with df.control_dependencies([b.op]):
         c = df.constant(2.0, name="c")
-    d = df.identity(c, name="d")
+    df.identity(c, name="d")
     other = df.identity(a, name="other")
     assert sorted(names(reachable([b.op]))) == ["c", "d"]
     assert sorted(names(reachable([a.op]))) == ["b", "c", "d", "other"]

@@ -458,7 +458,7 @@ def test_second_process_loads_kernels_from_the_disk_cache():
 
 @pytest.mark.parametrize("shape", [(10,), (64, 64)])
 def test_apply_adam_equals_numpy(shape):
-    from dataflow.kernels.numpy_cpu.state import VariableCell
+    from dataflow.kernels.resources import VariableCell
     with df.Graph().as_default() as g:
         w = df.Variable(np.zeros(shape, F32))
         df.train.AdamOptimizer(0.01).minimize(df.reduce_sum(w * w))
@@ -490,7 +490,7 @@ def test_session_without_compiled_kernels_runs_the_numpy_kernels():
         y = df.tanh(df.placeholder(df.float32, [None]))
     compiled = df.Session(graph=g)
     reference = df.Session(graph=g, config=df.ConfigProto(use_compiled_kernels=False))
-    assert reference._kernel_for(y.op) is np.tanh
-    assert compiled._kernel_for(y.op) is not np.tanh
+    assert reference._kernels.kernel_for(y.op) is np.tanh
+    assert compiled._kernels.kernel_for(y.op) is not np.tanh
     x = np.linspace(-3, 3, 20_000, dtype=np.float32)
     np.testing.assert_array_equal(reference.run(y, {y.op.inputs[0]: x}), np.tanh(x))

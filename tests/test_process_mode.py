@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-from dataflow.runtime import process_rendezvous as prv
+from dataflow.runtime.multiprocess import exceptions, pipes, segments
+from dataflow.runtime.multiprocess.runner import ProcessRunner
 from dataflow.runtime.partitioned import PartitionedPlan
 from tests.graph_gen import programs, quiet_numpy
 from tests.test_differential import NOT_COMPUTED, SETTINGS, assert_same_tokens, spec_tokens
@@ -53,7 +54,7 @@ def run_modes(build, feeds=None):
         with df.Session(graph=g, config=config) as sess:
             results.append(sess.run(fetches, feed))
             if mode == "processes":
-                assert len(sess._mode_state._runner.pids()) >= 2
+                assert len(sess._driver.partitioned.mode_state._runner.pids()) >= 2
     return results
 
 
@@ -161,15 +162,15 @@ def test_a_100_mb_array_crosses_through_shared_memory_and_comes_back():
     with df.Session(graph=g, config=processes()) as sess:
         first = sess.run(z, {x: value})
         again = sess.run(z, {x: value})     # the sender's segment is reused
-        prefix = sess._mode_state._runner.prefix
+        prefix = sess._driver.partitioned.mode_state._runner.prefix
     for out in (first, again):
         assert out.dtype == np.float32 and out.shape == (n,)
         assert np.array_equal(out, value)
-    assert prv.segments_with_prefix(prefix) == []
+    assert segments.segments_with_prefix(prefix) == []
 
 
 def test_transport_keeps_types_dead_bits_and_drops_values_of_finished_steps():
-    a, b = prv.Endpoint.mesh([DA, DB], prefix=f"dftest{os.getpid()}")
+    a, b = pipes.Endpoint.mesh([DA, DB], prefix=f"dftest{os.getpid()}")
     try:
         ra, rb = a.rendezvous(1), b.rendezvous(1)
         values = [np.float32(1.5), np.int64(-3), np.bool_(True), 2.5, None,
@@ -197,12 +198,12 @@ def test_transport_keeps_types_dead_bits_and_drops_values_of_finished_steps():
     finally:
         a.shutdown()
         b.shutdown()
-    assert prv.segments_with_prefix(f"dftest{os.getpid()}") == []
+    assert segments.segments_with_prefix(f"dftest{os.getpid()}") == []
 
 
 def test_large_arrays_travel_in_a_reused_segment_not_through_the_pipe():
     prefix = f"dftest{os.getpid()}s"
-    a, b = prv.Endpoint.mesh([DA, DB], prefix=prefix)
+    a, b = pipes.Endpoint.mesh([DA, DB], prefix=prefix)
     sent = []
     post = a._post
     a._post = lambda peer, msg: (sent.append(msg), post(peer, msg))[1]
@@ -218,17 +219,36 @@ def test_large_arrays_travel_in_a_reused_segment_not_through_the_pipe():
             b.close_step(k + 1)
             b.flush_released()
             a.pump(1.0)
-        assert [m[0] for m in sent] == [prv._SEGMENT] * 3
+        assert [m[0] for m in sent] == [pipes._SEGMENT] * 3
         assert len({m[3][0] for m in sent}) == 1          # one segment, reused
-        assert len(prv.segments_with_prefix(prefix)) == 1
+        assert len(segments.segments_with_prefix(prefix)) == 1
     finally:
         a.shutdown()
         b.shutdown()
-    assert prv.segments_with_prefix(prefix) == []
+    assert segments.segments_with_prefix(prefix) == []
+
+
+def test_segment_pool_reuses_the_smallest_fitting_segment_and_keeps_four():
+    prefix = f"dftest{os.getpid()}p"
+    pool = segments.SegmentPool(prefix, 0)
+    try:
+        mib = 1 << 20
+        written = [pool.write(np.ones(k * mib // 8)) for k in range(1, 7)]   # 1..6 MiB
+        assert [size for _, size in written] == [k * mib for k in range(1, 7)]
+        for name, _ in written:
+            pool.release(name)
+        kept = sorted(segments.segments_with_prefix(prefix))
+        assert kept == sorted(name for name, _ in written[2:])   # the four largest
+        name, size = pool.write(np.arange(mib // 8 * 3, dtype=np.float64))  # 3 MiB
+        assert (name, size) == written[2]                         # reused, not created
+        assert sorted(segments.segments_with_prefix(prefix)) == kept
+    finally:
+        pool.shutdown()
+    assert segments.segments_with_prefix(prefix) == []
 
 
 def test_cancel_wakes_a_waiting_recv():
-    a, b = prv.Endpoint.mesh([DA, DB], prefix=f"dftest{os.getpid()}c")
+    a, b = pipes.Endpoint.mesh([DA, DB], prefix=f"dftest{os.getpid()}c")
     try:
         rb = b.rendezvous(1)
         err = df.errors.CancelledError(None, None, "stop")
@@ -248,7 +268,7 @@ def test_variables_live_in_their_devices_process_across_runs_and_new_plans():
         sess.run(update)
         assert sess.run(update) == 10.0
         assert sess.run(v) == 10.0          # a plan on B alone also runs in B's process
-        pids = sess._mode_state._runner.pids()
+        pids = sess._driver.partitioned.mode_state._runner.pids()
         with g.as_default():               # the graph grows: the workers are forked
             with df.device(A):             # again and B's variable moves to the new one
                 doubled = df.constant(1.0) * 2.0
@@ -256,7 +276,7 @@ def test_variables_live_in_their_devices_process_across_runs_and_new_plans():
                 again = v.assign_add(doubled)
         assert sess.run(again) == 12.0
         assert sess.run(v) == 12.0
-        assert not set(sess._mode_state._runner.pids()) & set(pids)
+        assert not set(sess._driver.partitioned.mode_state._runner.pids()) & set(pids)
     with df.Session(graph=g, config=df.ConfigProto(device_count={"CPU": 3})) as sess:
         sess.run(init)
         sess.run(update)
@@ -314,7 +334,7 @@ def test_a_killed_worker_raises_instead_of_hanging_and_leaves_nothing_behind():
     x1 = g.get_tensor_by_name("x_1:0")
     with df.Session(graph=g, config=processes()) as sess:
         assert sess.run(short, {x1: 0.5})[0] == 4
-        runner = sess._mode_state._runner
+        runner = sess._driver.partitioned.mode_state._runner
         pids = []
         stepped = runner._step
 
@@ -336,7 +356,7 @@ def test_a_killed_worker_raises_instead_of_hanging_and_leaves_nothing_behind():
         new_pids = runner.pids()
         prefix = runner.prefix
     assert not any(alive(p) for p in pids + new_pids)
-    assert prv.segments_with_prefix(prefix) == []
+    assert segments.segments_with_prefix(prefix) == []
 
 
 def test_closing_the_session_stops_the_workers_and_removes_segments():
@@ -350,12 +370,12 @@ def test_closing_the_session_stops_the_workers_and_removes_segments():
     sess = df.Session(graph=g, config=processes())
     value = np.linspace(0.0, 1.0, 1 << 19)
     assert np.array_equal(sess.run(z, {x: value}), value)
-    runner = sess._mode_state._runner
+    runner = sess._driver.partitioned.mode_state._runner
     pids, prefix = runner.pids(), runner.prefix
     assert all(alive(p) for p in pids)
     sess.close()
     assert not any(alive(p) for p in pids)
-    assert prv.segments_with_prefix(prefix) == []
+    assert segments.segments_with_prefix(prefix) == []
 
 
 def test_a_session_dropped_without_close_stops_its_workers():
@@ -367,14 +387,13 @@ def test_a_session_dropped_without_close_stops_its_workers():
             b = a + 1.0
     sess = df.Session(graph=g, config=processes())
     assert sess.run(b) == 7.0
-    pids = sess._mode_state._runner.pids()
+    pids = sess._driver.partitioned.mode_state._runner.pids()
     del sess
     gc.collect()
     assert pids and not any(alive(p) for p in pids)
 
 
 def test_segments_of_a_killed_session_process_are_swept_by_the_next_one(monkeypatch):
-    from dataflow.runtime import process_runner
     dead = 1
     while os.path.exists(f"/proc/{dead}") or os.path.exists(f"/dev/shm/dataflow{dead}x1_0_1"):
         dead += 7919
@@ -382,9 +401,9 @@ def test_segments_of_a_killed_session_process_are_swept_by_the_next_one(monkeypa
     mine = f"/dev/shm/dataflow{os.getpid()}x999_0_1"
     for path in (orphan, mine):
         open(path, "wb").close()
-    monkeypatch.setattr(process_runner, "_swept", False)
+    monkeypatch.setattr(segments, "_swept", False)
     try:
-        process_runner.ProcessRunner([DA], {}).close()
+        ProcessRunner([DA], {}).close()
         assert not os.path.exists(orphan)    # its process is gone
         assert os.path.exists(mine)          # a live process's segments stay
     finally:
@@ -397,13 +416,13 @@ def test_exceptions_cross_processes_with_their_type_and_node():
     g = df.Graph()
     with g.as_default():
         op = df.no_op(name="somewhere")
-    packed = prv.pack_exception(df.errors.OutOfRangeError(None, op, "empty"))
-    exc = prv.unpack_exception(packed, g.get_operation_by_name)
+    packed = exceptions.pack_exception(df.errors.OutOfRangeError(None, op, "empty"))
+    exc = exceptions.unpack_exception(packed, g.get_operation_by_name)
     assert type(exc) is df.errors.OutOfRangeError and exc.op is op
     assert str(exc) == str(df.errors.OutOfRangeError(None, op, "empty"))
-    remote = prv.unpack_exception(packed, lambda name: None)
+    remote = exceptions.unpack_exception(packed, lambda name: None)
     assert remote.op.name == "somewhere" and remote.op.type == "NoOp"
-    plain = prv.unpack_exception(prv.pack_exception(KeyError("k")))
+    plain = exceptions.unpack_exception(exceptions.pack_exception(KeyError("k")))
     assert isinstance(plain, KeyError)
 
 
@@ -415,4 +434,4 @@ def test_processes_mode_runs_a_graph_on_one_device_in_a_worker():
     with df.Session(graph=g, config=processes()) as sess:
         assert sess.run(y, {x: 2.0})[1] == 8.0
         assert any(isinstance(p, PartitionedPlan) for p in sess._plans.values())
-        assert len(sess._mode_state._runner.pids()) == 1
+        assert len(sess._driver.partitioned.mode_state._runner.pids()) == 1

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
-           "registered_device_types", "register_device_memory", "device_memory",
-           "kernel_is_parallel"]
+           "registered_device_types", "register_device_type", "device_type_info",
+           "declared_device_types", "device_memory", "kernel_is_parallel", "DeviceType"]
 
 
 @dataclass
@@ -117,28 +117,64 @@ def has_kernel(op_type: str, device_type: str = "CPU") -> bool:
 
 
 @dataclass(frozen=True)
-class DeviceMemory:
-    """How values move between a device type's memory and the host's (for swapping)."""
+class DeviceType:
+    """A device type other than the CPU, as a kernel package declares it.
 
-    to_host: Callable
-    to_device: Callable
-
-
-_MEMORY: dict[str, DeviceMemory] = {}
-
-
-def register_device_memory(device_type: str, to_host: Callable, to_device: Callable) -> None:
-    """Declare ``device_type``'s memory as separate from the host's.
-
-    ``to_host(value)`` copies a device value into host memory, ``to_device(value)``
-    back. Stacks with ``swap_memory`` use them; the CPU needs none.
+    ``count()`` says how many such devices the machine has (None: the type is
+    simulated, a session creates as many as its ``device_count`` asks for);
+    ``unavailable_hint`` tells users why there may be none. ``to_host(value)`` and
+    ``to_device(value)``, for a type whose values live in memory of its own, copy a
+    value out to host memory and back (``to_host`` returns any other value unchanged):
+    CPU kernels and fetches reading that type's values, and stacks with
+    ``swap_memory``, go through them.
     """
-    _MEMORY[device_type.upper()] = DeviceMemory(to_host, to_device)
+
+    name: str
+    count: Callable | None = None
+    unavailable_hint: str = ""
+    to_host: Callable | None = None
+    to_device: Callable | None = None
+
+    @property
+    def has_own_memory(self) -> bool:
+        return self.to_host is not None
+
+
+_DEVICE_TYPES: dict[str, DeviceType] = {}
+
+
+def register_device_type(device_type: str, count: Callable | None = None,
+                         unavailable_hint: str = "", *, to_host: Callable | None = None,
+                         to_device: Callable | None = None) -> None:
+    """Declare ``device_type`` (the one registry of device types; see :class:`DeviceType`).
+
+    Registering a type again replaces its declaration. Counting is lazy: ``count`` is
+    called only when a session needs a device of that type.
+
+    >>> register_device_type("NPU", lambda: 2)
+    >>> device_type_info("npu").count()
+    2
+    """
+    name = device_type.upper()
+    _DEVICE_TYPES[name] = DeviceType(name, count, unavailable_hint, to_host, to_device)
+
+
+def device_type_info(device_type: str) -> DeviceType | None:
+    """The declaration of ``device_type``, or None (the CPU, an undeclared type)."""
+    return _DEVICE_TYPES.get(device_type.upper())
+
+
+def declared_device_types() -> set[str]:
+    """The device types declared with :func:`register_device_type`."""
+    return set(_DEVICE_TYPES)
 
 
 def device_memory(device_type: str):
-    """The memory functions of ``device_type``, or None when it shares host memory."""
-    return _MEMORY.get(device_type.upper())
+    """The declaration of ``device_type`` when its memory is not the host's (declared
+    with a ``to_host``; stacks with ``swap_memory`` also use its ``to_device``), else
+    None."""
+    info = _DEVICE_TYPES.get(device_type.upper())
+    return info if info is not None and info.has_own_memory else None
 
 
 def registered_device_types() -> set[str]:

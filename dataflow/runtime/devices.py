@@ -1,6 +1,7 @@
 """Devices at run time: the device types a machine has, and host copies of values held
 in a device's own memory. Device names are parsed by :mod:`dataflow.framework.device_spec`
-(graph construction needs them); its names are re-exported here.
+(graph construction needs them); its names are re-exported here; device types are
+declared in the kernel registry (:func:`dataflow.kernels.registry.register_device_type`).
 
 >>> canonical_device("/cpu:1")
 '/device:CPU:1'
@@ -12,51 +13,30 @@ from __future__ import annotations
 # The parser lives in the framework (graph construction canonicalises device names);
 # these names stay importable from here.
 from ..framework.device_spec import DeviceSpec, canonical_device, device_type, parse_device
+from ..kernels.registry import declared_device_types, device_memory, device_type_info
 
 __all__ = ["DeviceSpec", "parse_device", "canonical_device", "device_type",
-           "register_device_type", "known_device_types", "available_device_count",
+           "known_device_types", "available_device_count",
            "unavailable_hint", "inputs_from_device_memory", "with_host_inputs",
            "host_copy_function"]
 
-# Device types other than the CPU, with how many devices of each type this machine has.
-# Kernel packages register them (``dataflow.kernels.cuda`` registers "GPU"); counting is lazy and
-# happens only when a session needs a device of that type.
-_DEVICE_COUNTERS: dict = {}
-_UNAVAILABLE_HINTS: dict = {}
-_HOST_COPIES: dict = {}
-
-
-def register_device_type(kind: str, count, unavailable_hint: str = "", to_host=None) -> None:
-    """Declare device type ``kind``; ``count()`` returns how many such devices exist, and
-    ``unavailable_hint`` tells users why there may be none (for error messages).
-    ``to_host(value)``, for a type whose values live in memory of its own, returns a
-    host copy of a device value and any other value unchanged: CPU kernels and fetches
-    reading values of that type go through it.
-
-    >>> register_device_type("XPU", lambda: 2)
-    >>> available_device_count("xpu")
-    2
-    """
-    _DEVICE_COUNTERS[kind.upper()] = count
-    _UNAVAILABLE_HINTS[kind.upper()] = unavailable_hint
-    if to_host is not None:
-        _HOST_COPIES[kind.upper()] = to_host
-
 
 def known_device_types() -> set:
-    """The device types registered with :func:`register_device_type`."""
-    return set(_DEVICE_COUNTERS)
+    """The declared device types whose devices the machine counts (GPU); the others
+    are simulated: a session creates as many as its ``device_count`` asks for."""
+    return {name for name in declared_device_types() if device_type_info(name).count}
 
 
 def unavailable_hint(kind: str) -> str:
-    """Why a registered device type may have no devices ('' if unknown)."""
-    return _UNAVAILABLE_HINTS.get(kind.upper(), "")
+    """Why a declared device type may have no devices ('' if unknown)."""
+    info = device_type_info(kind)
+    return info.unavailable_hint if info is not None else ""
 
 
 def available_device_count(kind: str) -> int:
-    """How many devices of type ``kind`` this machine has (0 for unknown types)."""
-    count = _DEVICE_COUNTERS.get(kind.upper())
-    return int(count()) if count is not None else 0
+    """How many devices of type ``kind`` this machine has (0 for types it does not count)."""
+    info = device_type_info(kind)
+    return int(info.count()) if info is not None and info.count is not None else 0
 
 
 # -- values crossing from a device's own memory to the host ----------------------------
@@ -102,8 +82,9 @@ def inputs_from_device_memory(op, in_device_memory) -> list:
 
 def host_copy_function(kinds):
     """One ``to_host(value)`` for the device types ``kinds`` whose values live in memory
-    of their own (registered with a ``to_host``), or None if none does."""
-    copies = [_HOST_COPIES[k] for k in sorted({k.upper() for k in kinds}) if k in _HOST_COPIES]
+    of their own (declared with a ``to_host``), or None if none does."""
+    memories = (device_memory(k) for k in sorted({k.upper() for k in kinds}))
+    copies = [m.to_host for m in memories if m is not None]
     if not copies:
         return None
     if len(copies) == 1:

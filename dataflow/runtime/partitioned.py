@@ -11,8 +11,8 @@ the rendezvous is cancelled so every other partition stops waiting, and the step
 raises the first real error (one that names the failing node and op type).
 
 >>> register_partition_mode("threads", LocalRendezvous, run_on_threads)
->>> pplan = build_partitioned_plan(graph, fetches, [], [], kernel_for)
->>> raw = run_partitioned(pplan, [], deadline=None)
+>>> pplan = build_partitioned_plan(graph, fetches, [], [], kernel_for)   # doctest: +SKIP
+>>> raw = run_partitioned(pplan, [], deadline=None)                      # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -162,8 +162,8 @@ def run_partitioned(pplan: PartitionedPlan, feed_values, deadline=None, mode="th
                     pool=None, templates_for=None, rendezvous=None, runner=None) -> list:
     """Run one step; returns the raw fetched values in fetch order (fed fetches: None,
     the caller fills them in). ``templates_for(plan, values)`` fills feeds into a plan's
-    input templates (the Session's ``_templates``). ``rendezvous`` and ``runner``
-    override the mode's (a runner with per-Session state, say)."""
+    input templates (:func:`~dataflow.runtime.feeds.feed_templates`). ``rendezvous``
+    and ``runner`` override the mode's (a runner with per-Session state, say)."""
     m = partition_mode(mode)
     rv = rendezvous if rendezvous is not None else m.rendezvous_factory()
     runner = runner if runner is not None else m.runner
@@ -241,4 +241,4 @@ def _first_real_error(failures):
 
 
 register_partition_mode("threads", LocalRendezvous, run_on_threads)
-from . import process_runner  # noqa: E402,F401  registers the "processes" mode
+from . import multiprocess  # noqa: E402,F401  registers the "processes" mode

@@ -1,47 +1,65 @@
 """``Session``: runs fetches of a graph, keeping variables across runs (``tf.Session``).
 
->>> x = placeholder(float32)
->>> y = x * 2.0
->>> with Session() as sess:
-...     sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
-{'y': 6.0, 'both': [3.0, 6.0]}
+>>> import dataflow as df
+>>> with df.Graph().as_default():
+...     x = df.placeholder(df.float32)
+...     y = x * 2.0
+...     with Session() as sess:
+...         out = sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
+>>> float(out["y"]), [float(v) for v in out["both"]]
+(6.0, [3.0, 6.0])
+
+The Session is the public face of several objects, each in its own module:
+
+* :class:`~dataflow.runtime.device_set.DeviceSet` (``device_set.py``): which devices
+  exist and where each op runs (soft placement, errors for unknown devices);
+* :class:`~dataflow.runtime.kernel_resolver.KernelResolver` (``kernel_resolver.py``):
+  the kernel of each node, with host copies for values in a device's own memory;
+* :class:`~dataflow.runtime.plan_cache.PlanCache` (``plan_cache.py``): compiled
+  plans by (graph version, fetches, targets, feeds);
+* :class:`~dataflow.runtime.run_modes.StepDriver` (``run_modes.py``): builds a step's
+  plan and runs it on one executor or per partition (threads, processes);
+* ``feeds.py``: checking ``feed_dict`` and turning raw results into fetched values.
 """
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
-from .. import errors
-from ..framework.convert import convert_value
 from ..framework.graph import (Operation, Tensor, default_session, get_default_graph,
                                get_default_session)
-from ..framework.graph_analysis import prune
-from .devices import (available_device_count, host_copy_function, inputs_from_device_memory,
-                      known_device_types, parse_device, unavailable_hint, with_host_inputs)
-from .executor import DEAD, _NO_VALUE, Executor
-from .fusion import fusion_enabled
+from .device_set import DeviceSet
+from .executor import DEAD
+from .feeds import convert_feeds, fetched_value
 from .host_memory import retain_freed_memory
-from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
-from .plan import build_plan
+from .kernel_resolver import KernelResolver
+from .plan_cache import PlanCache
+from .run_modes import StepDriver, WorkerPool
 from .structure import FetchMapper
+from .thread_limits import thread_limit
 
 __all__ = ["Session", "InteractiveSession", "ConfigProto", "RunOptions", "RunMetadata",
            "get_default_session"]
 
 
 class ConfigProto:
-    """Session options, as TF's ``ConfigProto`` (the fields this runtime uses).
+    """Session options, as TF's ``ConfigProto`` (the fields this runtime has). An
+    unknown keyword raises TypeError naming it (a misspelt option is not ignored).
 
     ``device_count={"CPU": 2}`` creates simulated devices ``/cpu:0`` and ``/cpu:1``;
     ``device_count={"GPU": n}`` uses at most ``n`` of the machine's GPUs (``/gpu:0``
     exists when a CUDA GPU or Numba's CUDA simulator is there, see ``dataflow/kernels/cuda``);
-    ``allow_soft_placement`` moves ops on unknown devices to ``/cpu:0``;
+    ``allow_soft_placement`` moves ops on unknown devices to ``/cpu:0``, and ops
+    without a kernel on their device to the CPU's kernel;
+    ``log_device_placement`` prints, when a step's plan is built, one line per node it
+    runs to stderr: ``name: (OpType): /job:localhost/replica:0/task:0/device:CPU:0``,
+    the device whose kernel runs it, as TF1 does (fed tensors and folded constants
+    are not nodes of the step);
     ``inter_op_parallelism_threads`` sizes the worker pool for large kernels
-    (0: two threads); ``fold_constants`` can switch constant folding off;
+    (0: two threads); ``intra_op_parallelism_threads`` bounds the threads one kernel
+    may use (BLAS, OpenMP) while this session's steps run (0: the libraries' defaults;
+    see ``dataflow/runtime/thread_limits.py``); ``fold_constants`` can switch
+    constant folding off;
     ``fuse_elementwise`` (on by default) fuses groups of elementwise float ops into one
     generated kernel each (see ``dataflow/runtime/fusion.py``); the environment variable
     ``DATAFLOW_FUSION=0`` switches fusion off for every session;
@@ -52,36 +70,63 @@ class ConfigProto:
     settings, applied by the first Session; see ``dataflow/runtime/host_memory.py``).
     ``partition_mode``
     says how a graph placed on several devices runs its partitions: ``"threads"`` (the
-    default: one executor per device, each on its own thread) or another registered
-    mode (see ``dataflow/runtime/partitioned.py``):
+    default: one executor per device, each on its own thread), ``"processes"`` (one
+    worker process per device, see ``dataflow/runtime/multiprocess``) or another
+    registered mode (see ``dataflow/runtime/partitioned.py``):
 
-    >>> sess = Session(config=ConfigProto(fuse_elementwise=False))  # doctest: +SKIP
+    >>> config = ConfigProto(fuse_elementwise=False, log_device_placement=True)
+    >>> ConfigProto(allow_soft_placment=True)
+    Traceback (most recent call last):
+    TypeError: ConfigProto.__init__() got an unexpected keyword argument 'allow_soft_placment'
     """
 
     def __init__(self, device_count=None, allow_soft_placement=False,
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
-                 **unused):
+                 partition_mode="threads"):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
-        self.inter_op_parallelism_threads = inter_op_parallelism_threads
-        self.intra_op_parallelism_threads = intra_op_parallelism_threads
+        self.inter_op_parallelism_threads = _thread_count(
+            "inter_op_parallelism_threads", inter_op_parallelism_threads)
+        self.intra_op_parallelism_threads = _thread_count(
+            "intra_op_parallelism_threads", intra_op_parallelism_threads)
         self.fold_constants = fold_constants
         self.fuse_elementwise = fuse_elementwise
         self.use_compiled_kernels = use_compiled_kernels
         self.retain_host_memory = retain_host_memory
         # How a graph placed on several devices runs its partitions: "threads" (each
         # partition's executor on its own thread) or another registered mode.
-        self.partition_mode = unused.pop("partition_mode", "threads")
-        self.extra = unused
+        self.partition_mode = partition_mode
+
+
+def _thread_count(name, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"ConfigProto({name}={value!r}): expected a thread count >= 0 "
+                         "(0: the default)")
+    return value
 
 
 class RunOptions:
-    """Per-run options: ``timeout_in_ms`` bounds the step (DeadlineExceededError)."""
+    """Per-run options (TF's ``RunOptions``); an unknown keyword raises TypeError.
 
-    def __init__(self, timeout_in_ms=0, trace_level=0, **unused):
+    ``timeout_in_ms`` bounds the step (DeadlineExceededError; 0: no bound).
+    ``trace_level`` takes TF1's constants (``RunOptions.NO_TRACE``, ``SOFTWARE_TRACE``,
+    ``HARDWARE_TRACE``, ``FULL_TRACE``) so TF1 programs run unchanged, but this
+    runtime does not collect per-node step stats yet: at every level ``run_metadata``
+    gets only what :class:`RunMetadata` describes.
+
+    >>> options = RunOptions(timeout_in_ms=1000, trace_level=RunOptions.FULL_TRACE)
+    """
+
+    NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
+
+    def __init__(self, timeout_in_ms=0, trace_level=NO_TRACE):
+        if trace_level not in (self.NO_TRACE, self.SOFTWARE_TRACE, self.HARDWARE_TRACE,
+                               self.FULL_TRACE):
+            raise ValueError(f"RunOptions(trace_level={trace_level!r}): expected one of "
+                             "NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE (0-3)")
         self.timeout_in_ms = timeout_in_ms
         self.trace_level = trace_level
 
@@ -105,56 +150,25 @@ class Session:
         if target:
             raise ValueError("Distributed targets are not supported yet; use target=''")
         self._graph = graph or get_default_graph()
-        self._config = config or ConfigProto()
-        if self._config.retain_host_memory:
+        self._config = config = config or ConfigProto()
+        if config.retain_host_memory:
             retain_freed_memory()
         self._resources: dict = {}
-        self._plans: dict = {}
-        self._pool = None
         self._closed = False
-        self._lock = threading.Lock()
-        self._devices = self._make_devices() if devices is None else _parse_devices(devices)
-        partition_mode(self._partition_mode)  # an unknown mode fails here, not at run time
+        self._devices = DeviceSet(self._graph, config.device_count,
+                                  config.allow_soft_placement, devices)
+        self._kernels = KernelResolver(self._devices, config, self._resources)
+        self._pool = WorkerPool(config.inter_op_parallelism_threads)
+        self._driver = StepDriver(self, config, self._devices, self._kernels, self._pool,
+                                  thread_limit(config.intra_op_parallelism_threads))
+        self._plans = PlanCache(self._driver.build)   # no reference back to the Session
 
     graph = property(lambda self: self._graph)
     sess_str = property(lambda self: "")
 
-    def _make_devices(self):
-        counts = {k.upper(): int(v) for k, v in self._config.device_count.items()}
-        cpus = max(counts.get("CPU", 1), 1)
-        used = {parse_device(op.device).device_index or 0 for op in self._graph._ops
-                if op.device and (parse_device(op.device).device_type or "CPU") == "CPU"}
-        if not counts.get("CPU"):
-            cpus = max([cpus] + [i + 1 for i in used])
-        devices = {("CPU", i) for i in range(cpus)}
-        for kind, n in counts.items():  # GPUs and any other device type with kernels
-            if kind != "CPU":
-                devices |= {(kind, i) for i in range(self._device_limit(kind, n))}
-        return devices
-
-    @staticmethod
-    def _device_limit(kind, requested):
-        """How many ``kind`` devices exist: a device type a kernel package registered
-        (GPU) has what the machine has, at most ``requested``; others are simulated."""
-        if kind not in known_device_types():
-            return requested
-        return min(requested, available_device_count(kind))
-
-    def _add_available_device(self, dev) -> bool:
-        """Create device ``dev`` on first use when the machine has it (GPUs are counted
-        only when a graph asks for one: counting imports the CUDA runtime)."""
-        kind, index = dev
-        if kind == "CPU" or kind not in known_device_types():
-            return False
-        limit = {k.upper(): int(v) for k, v in self._config.device_count.items()}.get(kind)
-        if index >= self._device_limit(kind, index + 1 if limit is None else limit):
-            return False
-        self._devices.add(dev)
-        return True
-
     def list_devices(self):
         """The device names this session created."""
-        return sorted(f"/device:{t}:{i}" for t, i in self._devices)
+        return self._devices.list_devices()
 
     # -- context managers ------------------------------------------------------------------
     def __enter__(self):
@@ -174,16 +188,12 @@ class Session:
             yield self
 
     def close(self):
-        """Release resources (variables, worker threads)."""
+        """Release resources (variables, worker threads, worker processes)."""
         self._closed = True
-        mode_state, self._mode_state = getattr(self, "_mode_state", None), None
-        if mode_state is not None:
-            mode_state.close()   # e.g. the processes mode's worker processes
+        self._driver.close()
         self._resources.clear()
         self._plans.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        self._pool.shutdown()
 
     # -- running ---------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -193,241 +203,38 @@ class Session:
         dict / namedtuple of them (an Operation fetches ``None``). ``feed_dict`` maps
         tensors (or their names) to values that replace them for this run.
         """
-        if self._closed:
-            raise RuntimeError("Attempted to use a closed Session.")
         mapper = FetchMapper(fetches, self._graph)
-        feed_tensors, feed_values = self._convert_feeds(feed_dict)
         tensors = [f for f in mapper.unique if isinstance(f, Tensor)]
         targets = [f for f in mapper.unique if isinstance(f, Operation)]
-        plan = self._plan(tensors, targets, feed_tensors)
-        timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-        deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = self._execute(plan, feed_values, deadline)
+        plan, raw = self._run_step(tensors, targets, feed_dict, options)
         if run_metadata is not None:
             run_metadata.step_stats = {"nodes": len(plan.nodes)}
-        for j, i in plan.fetch_from_feed.items():
-            raw[j] = feed_values[i]
-        values = {}
-        for j, t in enumerate(tensors):
-            values[t] = self._fetched_value(t, raw[j], plan)
-        return mapper.build(values)
+        devices = self._devices
+        return mapper.build({t: fetched_value(t, v, devices) for t, v in zip(tensors, raw)})
 
     def run_tokens(self, fetches, feed_dict=None, options=None):
         """Like :meth:`run` on a flat list of tensors, but a dead fetch comes back as
         ``(None, True)`` instead of raising: returns ``[(value, is_dead), ...]``.
         Used by the differential tests against ``dataflow/spec/``."""
         tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
-        feed_tensors, feed_values = self._convert_feeds(feed_dict)
-        plan = self._plan(tensors, [], feed_tensors)
-        timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-        deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = self._execute(plan, feed_values, deadline)
-        for j, i in plan.fetch_from_feed.items():
-            raw[j] = feed_values[i]
-        return [(None, True) if v is DEAD else (self._fetched_value(t, v, plan), False)
+        _, raw = self._run_step(tensors, [], feed_dict, options)
+        devices = self._devices
+        return [(None, True) if v is DEAD else (fetched_value(t, v, devices), False)
                 for t, v in zip(tensors, raw)]
 
-    def _execute(self, plan, feed_values, deadline):
-        """Raw fetched values of one step: one executor, or one per partition."""
-        if isinstance(plan, PartitionedPlan):
-            return run_partitioned(plan, feed_values, deadline, self._partition_mode,
-                                   self._worker_pool(), self._templates,
-                                   runner=self._mode_runner())
-        return Executor(plan, self._worker_pool(), self._templates(plan, feed_values)).run(
-            deadline)
-
-    @property
-    def _partition_mode(self) -> str:
-        return getattr(self._config, "partition_mode", "threads")
-
-    def _mode_runner(self):
-        """The partition mode's per-Session runner, if it has one (made once)."""
-        mode = partition_mode(self._partition_mode)
-        if mode.per_session is None:
-            return None
-        if getattr(self, "_mode_state", None) is None:
-            self._mode_state = mode.per_session(self)
-        return self._mode_state.run
-
-    def _partitioned_plan(self, tensors, targets, feed_tensors):
-        """A PartitionedPlan when the ops these fetches need are explicitly placed on two
-        or more devices (unplaced ops then run on /cpu:0), else None: graphs on one
-        device keep the single-executor path."""
-        ops = prune(tensors, targets, set(feed_tensors))
-        if len({self._declared_place(op) for op in ops if op.device} - {None}) < 2 and \
-                not partition_mode(self._partition_mode).partition_single_device:
-            return None
-        return build_partitioned_plan(
-            self._graph, tensors, targets, feed_tensors, self._kernel_for,
-            fold_constants=self._config.fold_constants, default_device="/device:CPU:0",
-            resolve=lambda op: "/device:{}:{}".format(*self._place(op)),
-            fuse_elementwise=fusion_enabled(getattr(self._config, "fuse_elementwise", True)))
-
-    def _declared_place(self, op):
-        """``_place(op)``, or None for an undeclared device (the plan's kernel lookup
-        then reports it, naming the op that needs the kernel)."""
-        try:
-            return self._place(op)
-        except errors.InvalidArgumentError:
-            return None
-
-    @staticmethod
-    def _templates(plan, feed_values):
-        """Per-frame input templates with this run's feed values filled in."""
-        if not plan.num_feeds:
-            return None
-        templates = {}
-        for i, slots in enumerate(plan.feed_slots):
-            for frame, slot in slots:
-                tmpl = templates.get(frame)
-                if tmpl is None:
-                    tmpl = templates[frame] = frame.inputs[:]
-                tmpl[slot] = feed_values[i]
-        return templates
-
-    def _fetched_value(self, t, v, plan):
-        if v is DEAD:
-            raise errors.InvalidArgumentError(
-                None, t.op, f"Retval of fetch '{t.name}' does not have a value: the tensor "
-                "is dead (it is on an untaken branch of a Switch).")
-        if v is _NO_VALUE:
-            raise errors.InternalError(
-                None, t.op, f"The step finished without computing fetch '{t.name}': some "
-                "node never received all of its inputs (malformed control flow?)")
-        if type(v) is np.ndarray:
-            if v.ndim == 0:
-                return v[()]
-            if not v.flags.writeable:  # constants and variable storage: hand out a copy
-                return v.copy()
-            return v
-        if len(self._devices) > 1:  # a value left in a GPU's memory comes back as NumPy
-            to_host = host_copy_function({kind for kind, _ in self._devices})
-            if to_host is not None:
-                return to_host(v)
-        return v
-
-    def _convert_feeds(self, feed_dict):
-        if not feed_dict:
-            return [], []
-        tensors, values = [], []
-        for key, value in feed_dict.items():
-            try:
-                t = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
-            except (KeyError, ValueError, TypeError) as e:
-                raise TypeError(f"Cannot interpret feed_dict key {key!r} as a Tensor: {e}") \
-                    from None
-            if not isinstance(t, Tensor):
-                raise TypeError(f"Cannot feed {key!r}: it is not a Tensor")
-            if t.dtype.as_numpy_dtype is None:
-                raise errors.InvalidArgumentError(None, t.op, f"Cannot feed '{t.name}' of "
-                                                  f"dtype {t.dtype.name}")
-            if isinstance(value, Tensor):
-                raise TypeError(f"The value of a feed cannot be a df.Tensor object (feeding "
-                                f"'{t.name}'). Acceptable feed values include Python "
-                                "scalars, strings, lists and NumPy arrays.")
-            try:
-                arr = convert_value(value, t.dtype)
-            except (TypeError, ValueError) as e:
-                raise errors.InvalidArgumentError(
-                    None, t.op, f"Cannot feed value {_short(value)} to '{t.name}' of dtype "
-                    f"{t.dtype.name}: {e}") from None
-            if not t.shape.is_compatible_with(np.shape(arr)):
-                raise errors.InvalidArgumentError(
-                    None, t.op, f"Cannot feed value of shape {np.shape(arr)} for Tensor "
-                    f"'{t.name}', which has shape '{t.shape}'")
-            tensors.append(t)
-            values.append(arr)
-        return tensors, values
-
-    def _plan(self, tensors, targets, feed_tensors):
-        g = self._graph
-        key = (g.version, tuple(tensors), tuple(targets), tuple(feed_tensors))
-        plan = self._plans.get(key)
-        if plan is None:
-            with self._lock:
-                if len(self._plans) > 256:
-                    self._plans.clear()
-                plan = self._partitioned_plan(tensors, targets, feed_tensors)
-                if plan is None:
-                    plan = build_plan(g, tensors, targets, feed_tensors, self._kernel_for,
-                                      fold_constants=self._config.fold_constants,
-                                      fuse_elementwise=fusion_enabled(
-                                          getattr(self._config, "fuse_elementwise", True)))
-                self._plans[key] = plan
-        return plan
-
-    def _kernel_for(self, op):
-        from dataflow.kernels.registry import KernelContext, find_kernel
-        device = self._place(op)
-        dtype = device[0]
-        # Without compiled kernels the CPU runs the NumPy reference kernels (priority 0).
-        cap = None if getattr(self._config, "use_compiled_kernels", True) else 0
-        factory = find_kernel(op, dtype, cap if dtype == "CPU" else None)
-        if factory is None and self._config.allow_soft_placement and dtype != "CPU":
-            dtype, factory = "CPU", find_kernel(op, "CPU", cap)
-        if factory is None:
-            raise errors.NotFoundError(
-                None, op, f"No kernel registered for op type {op.type} on device type "
-                f"{dtype} (dtype {op.inputs[0].dtype.name if op.inputs else '-'})")
-        ctx = KernelContext(op=op, device=op.device, device_type=dtype,
-                            resources=self._resources, options=self._config)
-        try:
-            fn = factory(ctx)
-        except errors.OpError:
-            raise
-        except Exception as e:
-            raise errors.InvalidArgumentError(None, op, f"Cannot build kernel: {e}") from e
-        return self._with_host_copies(op, fn) if dtype == "CPU" else fn
-
-    def _device_memory_kinds(self) -> frozenset:
-        """The device types named in the graph whose memory is not the host's (cached
-        per graph version: plan building asks once per CPU op)."""
-        cached = getattr(self, "_memory_kinds", None)
-        if cached is not None and cached[0] == self._graph.version:
-            return cached[1]
-        kinds = {parse_device(o.device).device_type for o in self._graph._ops if o.device}
-        found = frozenset(k for k in kinds - {None, "CPU"} if host_copy_function([k]))
-        self._memory_kinds = (self._graph.version, found)
-        return found
-
-    def _with_host_copies(self, op, fn):
-        """A CPU kernel whose inputs may come from a device with memory of its own (a
-        GPU) copies those inputs to the host first. Decided once per plan, so graphs
-        without such devices pay nothing per node (see ``devices.py``)."""
-        memory_kinds = self._device_memory_kinds()
-        if not memory_kinds:
-            return fn
-        to_host = host_copy_function(memory_kinds)
-
-        def in_device_memory(producer):
-            place = self._declared_place(producer)
-            return place is not None and place[0] in memory_kinds
-
-        indices = inputs_from_device_memory(op, in_device_memory)
-        return with_host_inputs(fn, indices, to_host) if indices else fn
-
-    def _place(self, op):
-        if not op.device:
-            return ("CPU", 0)
-        spec = parse_device(op.device)
-        dev = (spec.device_type or "CPU", spec.device_index or 0)
-        if dev in self._devices or self._add_available_device(dev):
-            return dev
-        if self._config.allow_soft_placement:
-            return ("CPU", 0)
-        hint = unavailable_hint(dev[0]) if dev[0] in known_device_types() and \
-            not available_device_count(dev[0]) else ""
-        raise errors.InvalidArgumentError(
-            None, op, f"Cannot assign a device for operation {op.name}: {op.device} was "
-            f"explicitly assigned but this session has only {self.list_devices()}"
-            f"{' (' + hint + ')' if hint else ''}. Pass "
-            "config=df.ConfigProto(allow_soft_placement=True) to place it on /cpu:0.")
-
-    def _worker_pool(self):
-        if self._pool is None:
-            n = self._config.inter_op_parallelism_threads or 2
-            self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="dataflow")
-        return self._pool
+    def _run_step(self, tensors, targets, feed_dict, options):
+        """The one path of ``run`` and ``run_tokens``: ``(plan, raw results)`` in the
+        order of ``tensors`` (fed fetches hold their fed values)."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        feed_tensors, feed_values = convert_feeds(self._graph, feed_dict)
+        plan = self._plans.get(self._graph, tensors, targets, feed_tensors)
+        timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
+        deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
+        raw = self._driver.execute(plan, feed_values, deadline)
+        for j, i in plan.fetch_from_feed.items():
+            raw[j] = feed_values[i]
+        return plan, raw
 
 
 class InteractiveSession(Session):
@@ -443,17 +250,3 @@ class InteractiveSession(Session):
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(None, None, None)
         super().close()
-
-
-def _parse_devices(names) -> set:
-    """``Session(devices=["/cpu:0", "/cpu:1"])``: the declared devices as (type, index)."""
-    out = set()
-    for name in names:
-        spec = parse_device(name)
-        out.add((spec.device_type or "CPU", spec.device_index or 0))
-    return out or {("CPU", 0)}
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) < 60 else text[:57] + "..."

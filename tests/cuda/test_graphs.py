@@ -125,7 +125,7 @@ def test_values_stay_on_the_device_between_gpu_ops(graph):
         z = df.reduce_sum(y, axis=1)
     # Unfused, so Exp and Mul are nodes of their own.
     with df.Session(config=df.ConfigProto(fuse_elementwise=False)) as sess:
-        plan = sess._plan([z], [], [x])
+        plan = sess._plans.get(sess.graph, [z], [], [x])
         outs = {}
         for gid, node in enumerate(plan.nodes):
             fn = node[4]
@@ -146,7 +146,7 @@ def test_cpu_kernels_get_host_copies_only_where_a_gpu_value_may_arrive(graph):
         from_gpu = df.gather(on_gpu, [2, 0])      # reads a GPU value: wrapped
         host_only = df.gather(x, [1])             # reads a feed: the kernel as registered
     with df.Session() as sess:
-        plan = sess._plan([from_gpu, host_only], [], [x])
+        plan = sess._plans.get(sess.graph, [from_gpu, host_only], [], [x])
         # Two devices: one plan per partition (a Recv brings the GPU value over).
         fns = {p.ops[g].name: n[4] for p in plan.plans.values()
                for g, n in enumerate(p.nodes) if n[4] is not None}

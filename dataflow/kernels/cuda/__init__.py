@@ -16,12 +16,10 @@ the PTX compile check of every kernel.
 >>> with df.device("/gpu:0"):
 ...     y = df.matmul(a, b)                 # doctest: +SKIP
 """
-from dataflow.runtime.devices import register_device_type
-
-from ..registry import register_device_memory
+from ..registry import register_device_type
 from . import runtime
 from . import array, elementwise, fused, matmul, nn, reduction, state  # noqa: F401
 from . import fallback  # noqa: F401  (last: it fills in every op left without a kernel)
 
-register_device_memory("GPU", runtime.to_host, runtime.to_device)
-register_device_type("GPU", runtime.gpu_count, runtime.NO_GPU_HINT, to_host=runtime.to_host)
+register_device_type("GPU", runtime.gpu_count, runtime.NO_GPU_HINT, to_host=runtime.to_host,
+                     to_device=runtime.to_device)

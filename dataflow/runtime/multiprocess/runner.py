@@ -1,12 +1,12 @@
-"""Running each device's partition in its own OS process (``partition_mode="processes"``).
+"""The worker processes of ``partition_mode="processes"``: one per device.
 
 A :class:`ProcessRunner` belongs to one Session. On the first step it forks one
 worker process per device (the "fork" start method: a worker starts with a copy of
 the parent's graph, partitions and plans, so nothing but feeds, fetches and
 rendezvous values is ever pickled). The workers are joined pairwise by pipes
-(:mod:`dataflow.runtime.process_rendezvous`) and live until the Session closes or
-the interpreter exits; each step sends every worker a ``run`` message and collects a
-``done`` or ``error`` answer::
+(:mod:`.pipes`; large arrays go through shared memory, :mod:`.segments`) and live
+until the Session closes or the interpreter exits; each step sends every worker a
+``run`` message and collects a ``done`` or ``error`` answer::
 
     runner = ProcessRunner(["/cpu:0", "/cpu:1"], resources={})
     runner.run(program, {"/cpu:0": feeds0, "/cpu:1": feeds1}, deadline=None)
@@ -60,16 +60,12 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Pipe, wait
 
-from .. import errors
-from .process_rendezvous import (
-    Endpoint,
-    adopt_arrays,
-    one_shot_prefix,
-    pack_exception,
-    share_arrays,
-    sweep_segments,
-    unpack_exception,
-)
+from ... import errors
+from ...kernels.resources import VariableCell
+from .exceptions import pack_exception, unpack_exception
+from .pipes import Endpoint
+from .segments import (adopt_arrays, one_shot_prefix, share_arrays, sweep_orphans_once,
+                       sweep_segments)
 
 __all__ = ["ProcessRunner"]
 
@@ -96,7 +92,7 @@ class ProcessRunner:
         self._lock = threading.Lock()
         self._closed = False
         _live_runners.add(self)
-        _sweep_orphans_once()
+        sweep_orphans_once()
 
     # -- public --------------------------------------------------------------------------------
     def run(self, program, payloads: dict, deadline=None) -> dict:
@@ -285,26 +281,6 @@ class ProcessRunner:
                 pass
 
 
-_swept = False
-
-
-def _sweep_orphans_once():
-    """Remove segments left by sessions whose process was killed with its workers (no
-    one could clean up then); once per process, when its first runner starts."""
-    global _swept
-    if _swept:
-        return
-    _swept = True
-    try:
-        names = [n for n in os.listdir("/dev/shm") if n.startswith("dataflow")]
-    except FileNotFoundError:
-        return
-    for name in names:
-        pid = name[len("dataflow"):].split("x", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            sweep_segments(name.split("_", 1)[0])
-
-
 class _Worker:
     __slots__ = ("conn", "process")
 
@@ -380,7 +356,6 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
 
 def _dump_state(resources) -> dict:
     """Initialized variables of this process: {name: (dtype, shape, value)}."""
-    from dataflow.kernels.numpy_cpu.state import VariableCell
     return {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
             if isinstance(cell, VariableCell) and cell.value is not None}
 
@@ -388,7 +363,6 @@ def _dump_state(resources) -> dict:
 def _install_state(resources, state):
     """Put variables handed over by an earlier worker into this process's cells (the
     cells the forked kernels already hold, so they must be updated, not replaced)."""
-    from dataflow.kernels.numpy_cpu.state import VariableCell
     for name, (dtype, shape, value) in state.items():
         cell = resources.get(name)
         if not isinstance(cell, VariableCell):
@@ -400,121 +374,3 @@ def _install_state(resources, state):
 def _close_all():
     for r in list(_live_runners):
         r.close()
-
-
-# -- the "processes" partition mode ---------------------------------------------------------------
-class _Missing:
-    """Stands for the executor's ``_NO_VALUE`` (a fetch never computed) in a pickle."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return "_MISSING"
-
-
-_MISSING = _Missing()
-
-
-class _PartitionProgram:
-    """The plans of one partitioned plan, by device: what a worker runs for a step."""
-
-    def __init__(self, plans: dict):
-        self.plans = plans
-
-    def run_partition(self, device, feed_values, rendezvous, deadline, pool):
-        from .executor import _NO_VALUE, Executor
-        from .session import Session
-        plan = self.plans[device]
-        templates = Session._templates(plan, feed_values)
-        executor = Executor(plan, pool, templates, rendezvous)
-        # The executor waits for Recvs on its completion queue: this one reads the peers'
-        # pipes on the executor's own thread while it waits (no hand-off from a reader thread).
-        executor.done_queue = rendezvous.completion_queue()
-        raw = executor.run(deadline)
-        return [_MISSING if v is _NO_VALUE else v for v in raw]
-
-
-def _feed_values(task) -> list:
-    """The feed values a task's templates were filled with, in the plan's feed order."""
-    values = []
-    for slots in task.plan.feed_slots:
-        if not slots:            # a feed no node of this plan reads
-            values.append(None)
-            continue
-        frame, slot = slots[0]
-        values.append(task.templates[frame][slot])
-    return values
-
-
-class ProcessMode:
-    """The per-Session state of ``partition_mode="processes"``: its worker processes.
-    Steps of one Session run one at a time in this mode.
-
-    >>> sess = df.Session(config=df.ConfigProto(partition_mode="processes"))
-    """
-
-    def __init__(self, session):
-        self._session = weakref.ref(session)
-        self._runner = None
-        self._programs: dict = {}   # tuple of plan ids -> _PartitionProgram
-        # A Session dropped without close() still stops its workers.
-        weakref.finalize(session, self.close)
-
-    def _runner_for(self, devices):
-        if self._runner is None:
-            self._runner = ProcessRunner(sorted(devices), self._session()._resources,
-                                         self._find_op)
-        else:
-            self._runner.add_devices(devices)
-        return self._runner
-
-    def _find_op(self, device, name):
-        """The op an error from ``device``'s worker names: the partition's copy (as the
-        threads mode reports it), else the user's op of that name."""
-        for program in self._programs.values():
-            plan = program.plans.get(device)
-            for op in (plan.ops if plan is not None else ()):
-                if op.name == name:
-                    return op
-        session = self._session()
-        try:
-            return session.graph.get_operation_by_name(name) if session else None
-        except (KeyError, ValueError):
-            return None
-
-    def run(self, tasks, rendezvous, deadline, pool=None) -> dict:
-        """Run one step's partition tasks, each in its device's worker process."""
-        from .executor import _NO_VALUE
-        key = tuple(id(t.plan) for t in tasks)
-        program = self._programs.get(key)
-        if program is None:
-            if len(self._programs) > 256:   # as the Session's plan cache: start afresh
-                self._programs.clear()
-            program = self._programs[key] = _PartitionProgram({t.device: t.plan for t in tasks})
-        runner = self._runner_for([t.device for t in tasks])
-        payloads = {t.device: _feed_values(t) if t.templates else [] for t in tasks}
-        results = runner.run(program, payloads, deadline)
-        return {d: [_NO_VALUE if v is _MISSING else v for v in raw]
-                for d, raw in results.items()}
-
-    def close(self):
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
-        self._programs.clear()
-
-
-def _run_needs_a_session(tasks, rendezvous, deadline, pool=None):
-    raise errors.UnimplementedError(
-        None, None, "partition_mode='processes' runs through a Session (its worker "
-        "processes belong to the Session)")
-
-
-# Registered here, imported by the partitioned driver: ConfigProto(partition_mode=
-# "processes") then gives each Session a ProcessMode, and graphs on one device
-# partition too (their variables live in that device's process).
-from .partitioned import register_partition_mode
-from .rendezvous import LocalRendezvous
-
-register_partition_mode("processes", LocalRendezvous, _run_needs_a_session,
-                        per_session=ProcessMode, partition_single_device=True)

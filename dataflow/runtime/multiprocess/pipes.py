@@ -1,34 +1,29 @@
-"""A rendezvous between partitions that run in different OS processes.
+"""The pipe protocol between the processes of a partitioned session.
 
-Every process of a partitioned session (one per device, see
-:mod:`dataflow.runtime.process_runner`) owns one :class:`Endpoint`: its ends of a
-full mesh of pipes to the other device processes and the per-step tables
-(:class:`LocalRendezvous`) of the values that arrived. There is no reader thread:
-the thread that waits for a value reads the pipes itself (:meth:`Endpoint.pump`,
-through the executor's completion queue, :class:`PumpingQueue`), which saves a
-thread hand-off per message. ``Endpoint.rendezvous(step)`` gives
-the :class:`ProcessRendezvous` of one step (one ``Session.run``)::
+Every process of a session in ``partition_mode="processes"`` (one per device, see
+:mod:`.runner`) owns one :class:`Endpoint`: its ends of a full mesh of pipes to the
+other device processes and the per-step tables (:class:`LocalRendezvous`) of the
+values that arrived. There is no reader thread: the thread that waits for a value
+reads the pipes itself (:meth:`Endpoint.pump`, through the executor's completion
+queue, :class:`PumpingQueue`), which saves a thread hand-off per message.
+``Endpoint.rendezvous(step)`` gives the :class:`ProcessRendezvous` of one step (one
+``Session.run``)::
 
     a, b = Endpoint.mesh(["/cpu:0", "/cpu:1"], prefix="demo")   # in one process here
     ra, rb = a.rendezvous(1), b.rendezvous(1)
     ra.send(("/cpu:0", "/cpu:1", "x:0", ()), np.ones(3), False)
     rb.recv(("/cpu:0", "/cpu:1", "x:0", ()))   # (array([1., 1., 1.]), False): pumps a's pipe
 
-How values travel:
+Messages are ``(tag, step, key, payload)`` tuples, pickled:
 
-* small values (scalars, small arrays, dead bits, control dummies) are pickled into
-  the pipe of the destination's process (a NumPy scalar as its Python value and dtype
-  character, a dead token as a tag alone);
-* arrays of :data:`SHM_MIN_BYTES` or more are written into a POSIX shared-memory
-  segment (a ``/dev/shm`` file, as ``multiprocessing.shared_memory`` makes them) and
-  only its name, dtype and shape go through the pipe. The receiver reads the array in
-  place (a read-only view of the segment, which it keeps mapped) and hands the
-  segment back once that array and its views are gone; the sender then reuses it for
-  its next large value: one memory copy in all, no pickling, no page faults once
-  warm. Feeds and fetches travel once, in segments the receiver adopts
-  (:func:`share_arrays`, :func:`adopt_arrays`).
-  Segment names carry the session's prefix, so :func:`sweep_segments` removes every
-  one of them after a run that failed or a process that was killed.
+* ``_VALUE``: a small value (a small array, a control dummy), pickled whole;
+* ``_SCALAR``: a NumPy scalar as its dtype character and Python value (NumPy
+  scalars pickle slowly);
+* ``_DEAD``: a dead token, the tag alone;
+* ``_SEGMENT``: an array of :data:`~.segments.SHM_MIN_BYTES` or more, written into a
+  shared-memory segment of the sender's :class:`~.segments.SegmentPool`: the payload
+  is the segment's name, size, dtype and shape;
+* ``_FREE``: the receiver hands a segment back (the array read from it is gone).
 
 A value sent for a step whose table is closed (a cancelled or finished step) is
 dropped, so no later step sees it. Variable handles cannot cross processes (they
@@ -37,41 +32,21 @@ would arrive as copies): sending one raises ``InvalidArgumentError``.
 from __future__ import annotations
 
 import collections
-import mmap
-import os
 import pickle
 import queue
 import select
 import threading
 import time
-import weakref
 from multiprocessing.connection import Pipe
 
 import numpy as np
 
-from .. import errors
-from .rendezvous import LocalRendezvous, Rendezvous
+from ... import errors
+from ...kernels.resources import is_process_local
+from ..rendezvous import LocalRendezvous, Rendezvous
+from .segments import SegmentPool, shareable
 
-__all__ = [
-    "SHM_MIN_BYTES",
-    "Endpoint",
-    "ProcessRendezvous",
-    "adopt_arrays",
-    "one_shot_prefix",
-    "segments_with_prefix",
-    "share_arrays",
-    "sweep_segments",
-]
-
-# Arrays at least this large go through shared memory. Measured here (send + ack round
-# trip between two worker processes, float32 arrays, medians; the machine was loaded):
-# 64 KB pipe 332 µs / segment 300 µs, 128 KB 374 / 316, 256 KB 1677 / 433,
-# 1 MB 5963 / 264, 4 MB 34360 / 3614. Below ~64 KB the two are alike.
-SHM_MIN_BYTES = 1 << 17
-_SHM_DIR = "/dev/shm"
-_SEGMENT_ROUND = 1 << 20       # segment sizes are rounded up to a MiB, so they are reused
-_MAX_FREE_SEGMENTS = 4         # segments kept for reuse per process (the rest are removed)
-_MAX_MAPPED = 8                # peers' segments a process keeps mapped
+__all__ = ["Endpoint", "ProcessRendezvous", "PumpingQueue"]
 
 # A waiting thread looks at its queue at least this often (cancellations come that way).
 _POLL_S = 0.005
@@ -183,12 +158,11 @@ class Endpoint:
         self._lock = threading.Lock()
         self._tables: dict[int, LocalRendezvous] = {}
         self._closed_through = 0          # steps <= this are over: their messages are dropped
-        self._free: list = []             # (size, name, mmap) segments ready for reuse
-        self._busy: dict = {}             # name -> (size, mmap) lent to a receiver
-        self._counter = 0
+        # This process's shared-memory segments; when none is free for a large value,
+        # the segments receivers handed back meanwhile are read from the pipes first.
+        self.segments = SegmentPool(prefix, index, reclaim=lambda: self.pump(0))
         self._read_lock = threading.Lock()
         self._peer_index = {c: j for j, c in self.conns.items()}
-        self._mapped = collections.OrderedDict()   # peers' segments mapped here, by name
         self._released = collections.deque()        # (peer, segment) to hand back
         self._conn_of_fd = {}
         self._poller = None
@@ -301,8 +275,8 @@ class Endpoint:
     def send_to(self, peer: int, step: int, key, value, is_dead: bool):
         if self._released:
             self.flush_released()
-        if not is_dead and _shareable(value):
-            name, size = self._write_segment(value)
+        if not is_dead and shareable(value):
+            name, size = self.segments.write(value)
             msg = (_SEGMENT, step, key, (name, size, value.dtype.str, value.shape))
         elif is_dead:
             msg = (_DEAD, step, key, None)
@@ -326,52 +300,6 @@ class Endpoint:
 
     def _devices_of(self, j):
         return sorted(d for d, i in self.devices.items() if i == j)
-
-    def _write_segment(self, value):
-        """Copy ``value`` into a free segment (or a new one); returns (name, size)."""
-        nbytes = value.nbytes
-        found = self._take_free(nbytes)
-        if found is None:
-            self.pump(0)   # segments the receivers have handed back meanwhile
-            found = self._take_free(nbytes)
-        if found is not None:
-            size, name, mm = found
-            np.copyto(np.frombuffer(mm, value.dtype, value.size).reshape(value.shape), value,
-                      casting="no")
-        else:
-            size = -(-nbytes // _SEGMENT_ROUND) * _SEGMENT_ROUND
-            mm = None
-            while mm is None:
-                with self._lock:
-                    self._counter += 1
-                    name = f"{self.prefix}_{self.index}_{self._counter}"
-                try:
-                    mm = _create_segment(name, size, value)
-                except FileExistsError:  # left by a dead process that had our pid: skip it
-                    continue
-        with self._lock:
-            self._busy[name] = (size, mm)
-        return name, size
-
-    def _take_free(self, nbytes):
-        """The smallest free segment that holds ``nbytes``, taken: (size, name, mmap)."""
-        with self._lock:
-            fits = [k for k, (size, _, _) in enumerate(self._free) if size >= nbytes]
-            if not fits:
-                return None
-            best = min(fits, key=lambda k: self._free[k][0])
-            return self._free.pop(best)
-
-    def _give_back(self, name, size, mm):
-        with self._lock:
-            self._free.append((size, name, mm))
-            extra = []
-            if len(self._free) > _MAX_FREE_SEGMENTS:
-                self._free.sort(key=lambda s: s[0])
-                extra = self._free[:-_MAX_FREE_SEGMENTS]
-                del self._free[:-_MAX_FREE_SEGMENTS]
-        for _, n, m in extra:
-            _remove_segment(n, m)
 
     # -- receiving -----------------------------------------------------------------------------
     def pump(self, timeout: float | None) -> None:
@@ -406,10 +334,7 @@ class Endpoint:
     def _deliver(self, j, msg):
         tag, step, key, payload = msg
         if tag == _FREE:
-            with self._lock:
-                item = self._busy.pop(payload, None)
-            if item is not None:
-                self._give_back(payload, *item)
+            self.segments.release(payload)
             return
         is_dead = False
         if tag == _SCALAR:
@@ -422,7 +347,9 @@ class Endpoint:
             if over:   # nobody will take it: the sender may reuse the segment at once
                 self._released.append((j, payload[0]))
                 return
-            value = self._adopt(j, *payload)
+            name, size, dtype, shape = payload
+            value = self.segments.read(name, size, dtype, shape, self._released.append,
+                                       (j, name))
         else:
             value = payload
         with self._lock:
@@ -430,208 +357,16 @@ class Endpoint:
                 return  # a value of a step that is over: drop it
         self._table(step).send(key, value, is_dead)
 
-    def _adopt(self, j, name, size, dtype, shape):
-        """The array in peer ``j``'s segment, read in place (no copy, read-only); the
-        segment goes back to the sender once the array and every view of it are gone."""
-        count = int(np.prod(shape, dtype=np.int64))
-        flat = np.frombuffer(self._mapping(name, size), np.dtype(dtype), count)
-        weakref.finalize(flat, self._released.append, (j, name))
-        return flat.reshape(shape)
-
-    def _mapping(self, name, size):
-        """The receiver's mapping of a peer's segment, kept for the segment's next use
-        (mapping and faulting in 100 MB costs as much as copying it)."""
-        mm = self._mapped.pop(name, None)
-        if mm is None:
-            mm = _map_segment(name, size)
-            if len(self._mapped) >= _MAX_MAPPED:
-                _, old = self._mapped.popitem(last=False)   # least recently used
-                _close_mapping(old)
-        self._mapped[name] = mm
-        return mm
-
     def shutdown(self):
         """Remove this process's segments and close its pipes."""
-        for mm in self._mapped.values():
-            _close_mapping(mm)
-        self._mapped.clear()
-        with self._lock:
-            segments = [(n, m) for _, n, m in self._free]
-            segments += [(n, m) for n, (_, m) in self._busy.items()]
-            self._free, self._busy = [], {}
-        for n, m in segments:
-            _remove_segment(n, m)
+        self.segments.shutdown()
         self.close_connections()
 
 
 def _check_portable(value, key):
     """Only plain data may cross processes: a variable handle would arrive as a copy."""
-    if type(value).__name__ == "VariableCell":
+    if is_process_local(value):
         raise errors.InvalidArgumentError(
             None, None, f"The handle of variable '{value.name}' would cross processes "
             f"(rendezvous key {key!r}); in partition_mode='processes' every op that uses a "
             "variable must be on the variable's device.")
-
-
-def _create_segment(name, size, value):
-    """A new segment holding ``value``. The first write goes through ``pwrite``: on a
-    fresh tmpfs file it is twice as fast as faulting the pages in through the mapping."""
-    fd = os.open(os.path.join(_SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    try:
-        os.ftruncate(fd, size)
-        data = np.ascontiguousarray(value)
-        os.pwrite(fd, memoryview(data.reshape(-1)).cast("B"), 0)
-        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
-    finally:
-        os.close(fd)
-
-
-def _map_segment(name, size):
-    fd = os.open(os.path.join(_SHM_DIR, name), os.O_RDONLY)
-    try:
-        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    finally:
-        os.close(fd)
-
-
-def _close_mapping(mm):
-    try:
-        mm.close()
-    except BufferError:
-        pass  # arrays still read it: the mapping goes away with the last of them
-
-
-def _shareable(value) -> bool:
-    """A large plain-data array (object arrays hold pointers: they are pickled)."""
-    return (type(value) is np.ndarray and value.nbytes >= SHM_MIN_BYTES
-            and not value.dtype.hasobject)
-
-
-def _remove_segment(name, mm):
-    try:
-        mm.close()
-    except BufferError:
-        pass  # still exported to an array somewhere: the mapping dies with it
-    try:
-        os.unlink(os.path.join(_SHM_DIR, name))
-    except FileNotFoundError:
-        pass
-
-
-def segments_with_prefix(prefix: str) -> list[str]:
-    """Names of the shared-memory segments of ``prefix`` that exist now."""
-    try:
-        return [n for n in os.listdir(_SHM_DIR) if n.startswith(prefix + "_")]
-    except FileNotFoundError:
-        return []
-
-
-def sweep_segments(prefix: str) -> int:
-    """Remove every segment of ``prefix`` (after a failed step or a killed process)."""
-    removed = 0
-    for n in segments_with_prefix(prefix):
-        try:
-            os.unlink(os.path.join(_SHM_DIR, n))
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
-
-
-# Exceptions cross processes as (class, message, node name, op type): the Operation an
-# OpError carries cannot be pickled, so the parent finds it again by name.
-def pack_exception(exc: BaseException):
-    """A picklable description of ``exc``."""
-    op = getattr(exc, "op", None)
-    if isinstance(exc, errors.OpError):
-        return ("op", type(exc).__name__, exc.message, getattr(op, "name", None),
-                getattr(op, "type", None))
-    try:
-        pickle.dumps(exc)
-        return ("pickle", exc)
-    except Exception:  # noqa: BLE001 - any unpicklable exception is described instead
-        return ("op", "UnknownError", f"{type(exc).__name__}: {exc}", None, None)
-
-
-class RemoteOp:
-    """Stands in for an Operation that exists only in another process (a Send, a Recv)."""
-
-    graph = None
-
-    def __init__(self, name, op_type):
-        self.name, self.type = name, op_type
-
-    def __repr__(self):
-        return f"<RemoteOp '{self.name}' type={self.type}>"
-
-
-def unpack_exception(packed, find_op=None) -> BaseException:
-    """The exception ``pack_exception`` described; ``find_op(name)`` finds the op."""
-    if packed[0] == "pickle":
-        return packed[1]
-    _, cls_name, message, op_name, op_type = packed
-    cls = getattr(errors, cls_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.OpError)):
-        cls = errors.UnknownError
-    op = None
-    if op_name is not None:
-        op = find_op(op_name) if find_op is not None else None
-        if op is None:
-            op = RemoteOp(op_name, op_type)
-    return cls(None, op, message)
-
-
-# Feeds going to a worker and fetches coming back travel once, so they use one-shot
-# segments the receiver adopts (maps and unlinks) instead of copying out.
-_one_shot = iter(range(1, 1 << 62))
-
-
-def one_shot_prefix(prefix: str) -> str:
-    """The prefix of the one-shot segments of a session (swept after a failed step)."""
-    return prefix + "_p"
-
-
-class SharedArray:
-    """A large array parked in a one-shot segment, as it travels through a pipe."""
-
-    __slots__ = ("dtype", "name", "shape", "size")
-
-    def __init__(self, name, size, dtype, shape):
-        self.name, self.size, self.dtype, self.shape = name, size, dtype, shape
-
-    def __reduce__(self):
-        return SharedArray, (self.name, self.size, self.dtype, self.shape)
-
-
-def share_arrays(obj, prefix: str):
-    """``obj`` (nested lists, tuples, dicts) with every large array moved to a segment."""
-    if type(obj) is np.ndarray:
-        if not _shareable(obj):
-            return obj
-        name = f"{prefix}_p_{os.getpid()}_{next(_one_shot)}"
-        _create_segment(name, obj.nbytes, obj).close()
-        return SharedArray(name, obj.nbytes, obj.dtype.str, obj.shape)
-    if type(obj) in (list, tuple):
-        return type(obj)(share_arrays(v, prefix) for v in obj)
-    if type(obj) is dict:
-        return {k: share_arrays(v, prefix) for k, v in obj.items()}
-    return obj
-
-
-def adopt_arrays(obj):
-    """Undo :func:`share_arrays`: map each segment, unlink its name, wrap it (no copy)."""
-    if type(obj) is SharedArray:
-        path = os.path.join(_SHM_DIR, obj.name)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            mm = mmap.mmap(fd, obj.size, flags=mmap.MAP_SHARED)
-        finally:
-            os.close(fd)
-            os.unlink(path)
-        count = int(np.prod(obj.shape, dtype=np.int64))
-        return np.frombuffer(mm, np.dtype(obj.dtype), count).reshape(obj.shape)
-    if type(obj) in (list, tuple):
-        return type(obj)(adopt_arrays(v) for v in obj)
-    if type(obj) is dict:
-        return {k: adopt_arrays(v) for k, v in obj.items()}
-    return obj

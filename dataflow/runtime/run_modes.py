@@ -1,0 +1,203 @@
+"""Run-mode drivers: how a Session compiles and runs one step.
+
+Two drivers, chosen per step by :class:`StepDriver`:
+
+* :class:`SingleDriver` ("single"): one :class:`~dataflow.runtime.plan.Plan`, run by
+  one :class:`~dataflow.runtime.executor.Executor` on the calling thread (large
+  kernels go to the session's worker pool);
+* :class:`PartitionedDriver`: one plan per device
+  (:mod:`dataflow.runtime.partitioned`), run by a registered partition mode:
+  ``"threads"`` (the default, a thread per partition) or ``"processes"`` (a worker
+  process per device, :mod:`dataflow.runtime.multiprocess`), or any mode added with
+  :func:`~dataflow.runtime.partitioned.register_partition_mode`.
+
+A step runs partitioned when the ops it needs are explicitly placed on two or more
+devices, or always when its mode says so (the processes mode: variables live in the
+device processes). Everything else keeps the single-executor path.
+
+>>> import numpy as np, dataflow as df
+>>> from dataflow.runtime.device_set import DeviceSet
+>>> from dataflow.runtime.kernel_resolver import KernelResolver
+>>> with df.Graph().as_default() as g:
+...     x = df.placeholder(df.float32, [])
+...     y = x * 2.0
+>>> kernels = KernelResolver(DeviceSet(g, {}, False), df.ConfigProto(), resources={})
+>>> plan = SingleDriver.build(g, [y], [], [x], kernels.kernel_for)
+>>> pool = WorkerPool()
+>>> [float(v) for v in SingleDriver(pool).execute(plan, [np.float32(3.0)], deadline=None)]
+[6.0]
+>>> pool.shutdown()
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+from ..framework.graph_analysis import prune
+from .executor import Executor
+from .feeds import feed_templates
+from .fusion import fusion_enabled
+from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
+from .plan import build_plan
+
+__all__ = ["PartitionedDriver", "SingleDriver", "StepDriver", "WorkerPool"]
+
+
+class WorkerPool:
+    """The session's worker threads for large kernels, started on first use
+    (``inter_op_parallelism_threads`` of them; 0 means two).
+
+    >>> pool = WorkerPool(1)
+    >>> pool.get().submit(sum, [1, 2]).result()
+    3
+    >>> pool.shutdown()
+    """
+
+    def __init__(self, threads: int = 0):
+        self._threads = threads or 2
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self._threads,
+                                                    thread_name_prefix="dataflow")
+                pool = self._pool
+        return pool
+
+    def shutdown(self):
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+class SingleDriver:
+    """The whole step as one plan, run by one executor."""
+
+    name = "single"
+
+    def __init__(self, pool: WorkerPool):
+        self._pool = pool
+
+    @staticmethod
+    def build(graph, tensors, targets, feed_tensors, kernel_for, **plan_options):
+        return build_plan(graph, tensors, targets, feed_tensors, kernel_for, **plan_options)
+
+    def execute(self, plan, feed_values, deadline) -> list:
+        """Raw fetched values of one step (fed fetches: None)."""
+        return Executor(plan, self._pool.get(), feed_templates(plan, feed_values)).run(deadline)
+
+    def close(self):
+        pass
+
+
+class PartitionedDriver:
+    """One plan per device, run by partition mode ``mode_name`` (UnimplementedError
+    naming the registered modes when there is no such mode)."""
+
+    def __init__(self, mode_name: str, session, pool: WorkerPool):
+        self.mode = partition_mode(mode_name)   # an unknown mode fails here, not at run time
+        # A weak reference: a Session dropped without close() is freed at once, and the
+        # mode state's finalizer (the processes mode's) then stops its workers.
+        self._session = weakref.ref(session)
+        self._pool = pool
+        self.mode_state = None    # the mode's per-Session state, made on first use
+
+    @property
+    def name(self) -> str:
+        return self.mode.name
+
+    def wants(self, places) -> bool:
+        """Whether a step whose explicitly placed ops are on ``places`` runs partitioned."""
+        return len(set(places) - {None}) >= 2 or self.mode.partition_single_device
+
+    def build(self, graph, tensors, targets, feed_tensors, kernel_for, *, resolve,
+              **plan_options):
+        return build_partitioned_plan(graph, tensors, targets, feed_tensors, kernel_for,
+                                      default_device="/device:CPU:0", resolve=resolve,
+                                      **plan_options)
+
+    def execute(self, plan, feed_values, deadline) -> list:
+        return run_partitioned(plan, feed_values, deadline, self.mode.name, self._pool.get(),
+                               feed_templates, runner=self._runner())
+
+    def _runner(self):
+        """The mode's per-Session runner, if it has one (made once)."""
+        if self.mode.per_session is None:
+            return None
+        if self.mode_state is None:
+            self.mode_state = self.mode.per_session(self._session())
+        return self.mode_state.run
+
+    def close(self):
+        mode_state, self.mode_state = self.mode_state, None
+        if mode_state is not None:
+            mode_state.close()   # e.g. the processes mode's worker processes
+
+
+class StepDriver:
+    """Builds each step's plan with the right driver and runs it.
+
+    ``devices`` is the session's :class:`~dataflow.runtime.device_set.DeviceSet`,
+    ``kernels`` its :class:`~dataflow.runtime.kernel_resolver.KernelResolver`.
+    ``config.log_device_placement`` prints each node's device to stderr when a plan
+    is built; ``config.intra_op_parallelism_threads`` bounds the BLAS/OpenMP threads
+    of the kernels while a step runs (see :mod:`dataflow.runtime.thread_limits`).
+    """
+
+    def __init__(self, session, config, devices, kernels, pool: WorkerPool, thread_limit=None):
+        self._config = config
+        self._devices = devices
+        self._kernels = kernels
+        self.single = SingleDriver(pool)
+        self.partitioned = PartitionedDriver(config.partition_mode, session, pool)
+        self._thread_limit = thread_limit
+
+    def build(self, graph, tensors, targets, feed_tensors):
+        """The plan of one step: a PartitionedPlan or a Plan."""
+        ops = prune(tensors, targets, set(feed_tensors))
+        places = {self._devices.declared_place(op) for op in ops if op.device}
+        # Read at every build: DATAFLOW_FUSION may change between plans.
+        options = dict(fold_constants=self._config.fold_constants,
+                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise))
+        if self.partitioned.wants(places):
+            plan = self.partitioned.build(graph, tensors, targets, feed_tensors,
+                                          self._kernels.kernel_for,
+                                          resolve=self._devices.device_name, **options)
+        else:
+            plan = self.single.build(graph, tensors, targets, feed_tensors,
+                                     self._kernels.kernel_for, **options)
+        if self._config.log_device_placement:
+            self.log_placement(plan)
+        return plan
+
+    def execute(self, plan, feed_values, deadline) -> list:
+        """Raw fetched values of one step: one executor, or one per partition."""
+        driver = self.partitioned if isinstance(plan, PartitionedPlan) else self.single
+        if self._thread_limit is None:
+            return driver.execute(plan, feed_values, deadline)
+        with self._thread_limit():
+            return driver.execute(plan, feed_values, deadline)
+
+    def log_placement(self, plan, file=None):
+        """Print ``name: (type): device`` for every node of ``plan``, as TF1's
+        ``log_device_placement`` does (the device whose kernel runs the node)."""
+        file = file if file is not None else sys.stderr
+        plans = plan.plans.values() if isinstance(plan, PartitionedPlan) else [plan]
+        chosen = self._kernels.devices_of_kernels
+        lines = []
+        for p in plans:
+            for op in p.ops:
+                kind, index = chosen.get(op.name) or self._devices.place(op)
+                lines.append(f"{op.name}: ({op.type}): /job:localhost/replica:0/task:0/"
+                             f"device:{kind}:{index}")
+        print("\n".join(lines), file=file)
+
+    def close(self):
+        self.partitioned.close()
+        self.single.close()
