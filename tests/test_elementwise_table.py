@@ -126,3 +126,18 @@ def test_a_new_row_gets_definition_wrapper_gradient_kernels_and_fusion():
                          text=True, env={**os.environ, "PYTHONPATH": REPO})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", ["dataflow/framework/elementwise_table.py",
+                                  "dataflow/framework/fused_expr.py"])
+def test_the_contract_modules_are_leaves(path):
+    # ops, autodiff, kernels and runtime all import them: they import no dataflow module.
+    import ast
+    with open(os.path.join(REPO, path)) as f:
+        tree = ast.parse(f.read())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module or "." for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)
+                 and (node.level or not node.module.startswith("__future__"))}
+    assert {m.split(".")[0] for m in imported} <= {"operator", "dataclasses", "typing", "numpy"}
