@@ -4,6 +4,10 @@ Binary elementwise ops broadcast (NumPy rules), so each input's gradient is summ
 back to that input's shape with :func:`_unbroadcast`; reductions broadcast the
 output gradient back over the reduced axes with :func:`_unreduce`. Both use
 run-time shapes, since static shapes may be partly unknown.
+
+Elementwise gradients are the ``grad`` entries of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`), registered here for every row; the few
+marked ``CUSTOM`` are written out below.
 """
 from __future__ import annotations
 
