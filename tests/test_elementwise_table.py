@@ -57,6 +57,19 @@ def test_compiled_kernels_exist_exactly_for_rows_with_scalar_code(graph, name):
         assert "float32" in cuda_dtypes(row) or row.dtypes == "bool"
 
 
+_WRONG_DTYPE = {"float": df.int32, "numeric": df.bool, "bool": df.float32}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, r in ELEMENTWISE.items()
+                                        if r.wrapper and r.dtypes in _WRONG_DTYPE))
+def test_wrappers_reject_the_dtypes_their_row_does_not_take(graph, name):
+    row = ELEMENTWISE[name]
+    wrong = _WRONG_DTYPE[row.dtypes]
+    args = [df.placeholder(wrong, [2]) for _ in range(row.arity)]
+    with pytest.raises(TypeError, match=f"of {name} has DataType {wrong.name}"):
+        getattr(math_ops, row.wrapper)(*args)
+
+
 def test_fusable_set_is_the_table_rows_with_float_scalar_code():
     assert fusion.FUSABLE == fusable_ops()
     assert {"Tanh", "Sigmoid", "TanhGrad", "SquaredDifference", "Relu"} <= set(fusion.FUSABLE)

@@ -127,6 +127,16 @@ def _relu(x):
     return np.maximum(x, 0).astype(np.asarray(x).dtype, copy=False)
 
 
+def _elu(x):
+    with np.errstate(over="ignore"):
+        out = np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+    return out[()] if out.ndim == 0 else out   # 0-d results travel as NumPy scalars
+
+
+def _softplus(x):
+    return np.logaddexp(0, x).astype(np.asarray(x).dtype, copy=False)
+
+
 def _floordiv(x, y):
     return x // y
 
@@ -247,6 +257,9 @@ _ROWS = [
     _O("Relu", 1, "numeric", _relu, None,
        "({0} if ({0} > _zero) | ({0} != {0}) else _zero)",
        cuda="(_zero if {0} < _zero else {0})", numpy_passes=2, grad=CUSTOM),
+    # Wrappers df.nn.elu and df.nn.softplus (dataflow.ops.nn_ops), gradients in nn_grad.
+    _O("Elu", 1, "float", _elu, None, grad=CUSTOM),
+    _O("Softplus", 1, "float", _softplus, None, grad=CUSTOM),
     _O("Log1p", 1, "float", np.log1p, "log1p",
        grad=lambda ops, g, x, z: [g / (1.0 + x)]),
     _O("Sign", 1, "numeric", np.sign, "sign", grad=_sign_grad),
