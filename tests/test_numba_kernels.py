@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
+from dataflow.kernels import registry
 from dataflow.kernels.numba_cpu import _dispatch, elementwise
-from dataflow.kernels.numba_cpu._dispatch import reference_kernel
 from dataflow.kernels.registry import KernelContext, find_kernel
 
 pytestmark = pytest.mark.skipif(not _dispatch.ENABLED, reason="DATAFLOW_NUMBA_KERNELS=0")
@@ -30,6 +30,13 @@ SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 F32, F64 = np.float32, np.float64
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def reference_kernel(ctx):
+    """The NumPy reference kernel of ``ctx.op``, from the registry's reference lookup."""
+    factory = registry.reference_kernel(ctx.op)
+    assert not getattr(factory, "numba_cpu", False)
+    return factory(ctx)
 
 
 def _id(v):

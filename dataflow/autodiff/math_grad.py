@@ -4,10 +4,17 @@ Binary elementwise ops broadcast (NumPy rules), so each input's gradient is summ
 back to that input's shape with :func:`_unbroadcast`; reductions broadcast the
 output gradient back over the reduced axes with :func:`_unreduce`. Both use
 run-time shapes, since static shapes may be partly unknown.
+
+Elementwise gradients are the ``grad`` entries of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`), registered here for every row; the few
+marked ``CUSTOM`` are written out below.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from .. import dtypes as _dtypes
+from ..framework.elementwise_table import CUSTOM, ELEMENTWISE
 from ..ops import array_ops, grad_ops, math_ops
 from ..ops.array_ops import shape
 from ..ops.math_ops import cast, reduce_sum
@@ -78,48 +85,43 @@ def _zeros(t):
     return array_ops.zeros_like(t)
 
 
-# -- binary elementwise ------------------------------------------------------------------------
+# -- elementwise: from the table's gradient entries ----------------------------------------------
 
-@RegisterGradient("AddV2")
-def _add_grad(op, grad):
-    return _binary_grads(op, grad, grad)
-
-
-@RegisterGradient("Sub")
-def _sub_grad(op, grad):
-    return _binary_grads(op, grad, -grad)
-
-
-@RegisterGradient("Mul")
-def _mul_grad(op, grad):
-    x, y = op.inputs
-    return _binary_grads(op, grad * y, x * grad)
-
-
-@RegisterGradient("RealDiv")
-def _real_div_grad(op, grad):
-    x, y = op.inputs
-    return _binary_grads(op, grad / y, grad * (-x / y / y))
-
-
-@RegisterGradient("Maximum")
-def _maximum_grad(op, grad):
-    # Ties go to x, as in TF.
-    x, y = op.inputs
-    x_wins = math_ops.greater_equal(x, y)
+def _select_grads(x_wins, grad):
+    """``grad`` routed to x where ``x_wins``, to y elsewhere (Maximum, Minimum)."""
     zeros = _zeros(grad)
-    return _binary_grads(op, array_ops.where(x_wins, grad, zeros),
-                         array_ops.where(x_wins, zeros, grad))
+    return [array_ops.where(x_wins, grad, zeros), array_ops.where(x_wins, zeros, grad)]
 
 
-@RegisterGradient("Minimum")
-def _minimum_grad(op, grad):
-    x, y = op.inputs
-    x_wins = math_ops.less_equal(x, y)
-    zeros = _zeros(grad)
-    return _binary_grads(op, array_ops.where(x_wins, grad, zeros),
-                         array_ops.where(x_wins, zeros, grad))
+# What a table gradient may build with (the table sits below ops and cannot import them).
+_GRAD_OPS = SimpleNamespace(
+    activation_grad=grad_ops.activation_grad, cos=math_ops.cos, sin=math_ops.sin,
+    sign=math_ops.sign, greater_equal=math_ops.greater_equal, less_equal=math_ops.less_equal,
+    zeros_like=array_ops.zeros_like, select_grads=_select_grads)
 
+
+def _table_gradient(row):
+    """The registered gradient function of table row ``row``: its ``grad`` entry applied
+    to the op's inputs and output, each binary gradient summed back to its input's
+    shape when the op broadcasts."""
+    def gradient(op, grad):
+        grads = row.grad(_GRAD_OPS, grad, *op.inputs, op.outputs[0])
+        if row.shape == "broadcast":
+            return _binary_grads(op, *grads)
+        return list(grads)
+    gradient.__name__ = f"_{row.name.lower()}_grad"
+    gradient.__doc__ = f"Gradient of {row.name} (from the elementwise op table)."
+    return gradient
+
+
+for _row in ELEMENTWISE.values():
+    if _row.grad is None:
+        NotDifferentiable(_row.name)
+    elif _row.grad is not CUSTOM:
+        RegisterGradient(_row.name)(_table_gradient(_row))
+
+
+# Rows whose ``grad`` is CUSTOM: written out here (Relu's is in nn_grad).
 
 @RegisterGradient("Pow")
 def _pow_grad(op, grad):
@@ -134,13 +136,6 @@ def _pow_grad(op, grad):
     return _binary_grads(op, gx, grad * z * log_x)
 
 
-@RegisterGradient("SquaredDifference")
-def _squared_difference_grad(op, grad):
-    x, y = op.inputs
-    g = 2.0 * grad * (x - y)
-    return _binary_grads(op, g, -g)
-
-
 @RegisterGradient("FloorMod")
 def _floor_mod_grad(op, grad):
     # x mod y = x - floor(x / y) * y, piecewise linear (as TF's _FloorModGrad).
@@ -148,96 +143,6 @@ def _floor_mod_grad(op, grad):
     if not x.dtype.is_floating:
         return [None, None]
     return _binary_grads(op, grad, grad * -math_ops.floor(x / y))
-
-
-# -- unary elementwise -------------------------------------------------------------------------
-
-@RegisterGradient("Neg")
-def _neg_grad(op, grad):
-    return [-grad]
-
-
-@RegisterGradient("Square")
-def _square_grad(op, grad):
-    return [grad * (2.0 * op.inputs[0])]
-
-
-@RegisterGradient("Sqrt")
-def _sqrt_grad(op, grad):
-    return [grad * (0.5 / op.outputs[0])]
-
-
-@RegisterGradient("Rsqrt")
-def _rsqrt_grad(op, grad):
-    y = op.outputs[0]
-    return [grad * (-0.5 * y * y * y)]
-
-
-@RegisterGradient("Exp")
-def _exp_grad(op, grad):
-    return [grad * op.outputs[0]]
-
-
-@RegisterGradient("Log")
-def _log_grad(op, grad):
-    return [grad / op.inputs[0]]
-
-
-@RegisterGradient("Log1p")
-def _log1p_grad(op, grad):
-    return [grad / (1.0 + op.inputs[0])]
-
-
-@RegisterGradient("Tanh")
-def _tanh_grad(op, grad):
-    return [grad_ops.activation_grad("TanhGrad", op.outputs[0], grad)]
-
-
-@RegisterGradient("Sigmoid")
-def _sigmoid_grad(op, grad):
-    return [grad_ops.activation_grad("SigmoidGrad", op.outputs[0], grad)]
-
-
-@RegisterGradient("TanhGrad")
-def _tanh_grad_grad(op, grad):
-    """d/dy of dy (1 - y^2) is -2 y dy; d/d(dy) is (1 - y^2)."""
-    y, dy = op.inputs
-    return [grad * -2.0 * dy * y, grad_ops.activation_grad("TanhGrad", y, grad)]
-
-
-@RegisterGradient("SigmoidGrad")
-def _sigmoid_grad_grad(op, grad):
-    """d/dy of dy y (1 - y) is dy (1 - 2y); d/d(dy) is y (1 - y)."""
-    y, dy = op.inputs
-    g_dy = grad * dy
-    return [g_dy - 2.0 * g_dy * y, grad_ops.activation_grad("SigmoidGrad", y, grad)]
-
-
-@RegisterGradient("Abs")
-def _abs_grad(op, grad):
-    return [grad * math_ops.sign(op.inputs[0])]
-
-
-@RegisterGradient("Sign")
-def _sign_grad(op, grad):
-    # Piecewise constant: zero almost everywhere (TF returns zeros, not None).
-    return [_zeros(op.inputs[0])]
-
-
-@RegisterGradient("Reciprocal")
-def _reciprocal_grad(op, grad):
-    y = op.outputs[0]
-    return [grad * (-y * y)]
-
-
-@RegisterGradient("Sin")
-def _sin_grad(op, grad):
-    return [grad * math_ops.cos(op.inputs[0])]
-
-
-@RegisterGradient("Cos")
-def _cos_grad(op, grad):
-    return [grad * -math_ops.sin(op.inputs[0])]
 
 
 @RegisterGradient("Cast")
@@ -327,8 +232,6 @@ def _matmul_grad(op, grad):
 
 # -- no gradient -------------------------------------------------------------------------------
 
-# Comparisons, logic and integer/rounding ops are piecewise constant or not real-valued.
-for _t in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual",
-           "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any",
-           "FloorDiv", "Floor", "Ceil", "Round"):
+# Reductions of booleans (the elementwise ones without a gradient are marked from the table).
+for _t in ("All", "Any"):
     NotDifferentiable(_t)

@@ -11,6 +11,10 @@ one-output ops, a tuple for several, ``None`` for none).
 
 Lookup prefers an exact dtype match, then a dtype-generic kernel, and among
 equals the highest ``priority`` (so compiled kernels can override NumPy ones).
+Kernels registered with ``compiled=True`` are faster versions of a reference kernel
+of the same op; ``find_kernel(..., reference=True)`` (or :func:`reference_kernel`)
+skips them, for oracles and comparisons. A device type without a kernel for an op
+can name a fallback (:func:`register_fallback`), resolved when the kernel is looked up.
 """
 from __future__ import annotations
 
@@ -50,24 +54,26 @@ class _Entry:
     priority: int
     factory: Callable
     parallel: bool = False
+    compiled: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], list[_Entry]] = {}
 
 
 def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0,
-                    parallel: bool = False):
+                    parallel: bool = False, compiled: bool = False):
     """Decorator registering a kernel factory for ``op_type`` on ``device`` type.
 
     ``parallel`` marks kernels that use every core themselves (BLAS matmul): the
-    executor then never hands them to a worker thread.
+    executor then never hands them to a worker thread. ``compiled`` marks a faster
+    version of a reference kernel registered for the same op (reference lookups skip it).
     """
     from dataflow import dtypes as _dt
     dset = None if dtypes is None else frozenset(_dt.as_dtype(d) for d in dtypes)
 
     def decorate(factory):
         entries = _REGISTRY.setdefault((op_type, device.upper()), [])
-        entries.append(_Entry(dset, priority, factory, parallel))
+        entries.append(_Entry(dset, priority, factory, parallel, compiled))
         entries.sort(key=lambda e: (e.dtypes is None, -e.priority))
         return factory
 
@@ -83,7 +89,7 @@ def kernel_dtype(op):
     return None
 
 
-def _find_entry(op, device_type, max_priority=None):
+def _find_entry(op, device_type, max_priority=None, reference=False):
     entries = _REGISTRY.get((op.type, device_type.upper()))
     if not entries:
         return None
@@ -91,19 +97,54 @@ def _find_entry(op, device_type, max_priority=None):
     for e in entries:
         if max_priority is not None and e.priority > max_priority:
             continue
+        if reference and e.compiled:
+            continue
         if e.dtypes is None or dt in e.dtypes:
             return e
     return None
 
 
-def find_kernel(op, device_type: str = "CPU", max_priority=None):
+def find_kernel(op, device_type: str = "CPU", max_priority=None, reference: bool = False):
     """The best registered factory for ``op`` on ``device_type``, or None.
 
-    ``max_priority=0`` restricts the choice to the reference kernels (priority 0),
-    which is how a Session runs without compiled kernels.
+    ``max_priority=0`` restricts the choice to the kernels of priority 0, which is how
+    a Session runs without compiled kernels; ``reference=True`` to the kernels not
+    registered as ``compiled`` (on the CPU: the NumPy reference kernels). When
+    ``device_type`` has no kernel for ``op``, its fallback (:func:`register_fallback`)
+    is asked for one.
+
+    >>> find_kernel(op, "CPU", reference=True)          # doctest: +SKIP
     """
-    entry = _find_entry(op, device_type, max_priority)
-    return entry.factory if entry is not None else None
+    entry = _find_entry(op, device_type, max_priority, reference)
+    if entry is not None:
+        return entry.factory
+    fallback = _FALLBACKS.get(device_type.upper())
+    return fallback(op) if fallback is not None else None
+
+
+def reference_kernel(op):
+    """The reference kernel factory of ``op`` on the CPU (the NumPy kernel, never a
+    compiled one), or None: the oracle for tests and the spec interpreter.
+
+    >>> fn = reference_kernel(op)(KernelContext(op=op))   # doctest: +SKIP
+    """
+    return find_kernel(op, "CPU", reference=True)
+
+
+_FALLBACKS: dict[str, Callable] = {}
+
+
+def register_fallback(device_type: str, fallback: Callable) -> None:
+    """Let ``fallback(op)`` answer for ``device_type`` when it has no kernel for ``op``:
+    it returns a kernel factory (e.g. the CPU kernel on host copies of the inputs) or
+    None. Consulted at every lookup, so ops registered later are covered too.
+
+    >>> register_fallback("XPU", lambda op: None)
+    """
+    _FALLBACKS[device_type.upper()] = fallback
+
+
+__all__ += ["reference_kernel", "register_fallback"]
 
 
 def kernel_is_parallel(op, device_type: str = "CPU") -> bool:

@@ -123,17 +123,7 @@ def strided_slice_grad(grad, shape, spec, index_tensors=(), name=None) -> Tensor
                                         *index_tensors], {"spec": spec}, name=name)
 
 
-def _activation_grad_infer(op):
-    y, dy = op.inputs
-    if y.dtype is not dy.dtype:
-        raise TypeError(f"{op.type} '{op.name}': y and dy must share one dtype")
-    return [(y.dtype, y.shape.merge_with(dy.shape))]
-
-
-for _t in ("TanhGrad", "SigmoidGrad"):
-    register_op(_t)(_activation_grad_infer)
-
-
+# TanhGrad and SigmoidGrad are rows of the elementwise op table (defined by math_ops).
 def activation_grad(op_type, y, dy, name=None):
     """``TanhGrad`` or ``SigmoidGrad`` of forward output ``y`` and incoming gradient ``dy``."""
     return get_default_graph().create_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)],

@@ -1,7 +1,7 @@
 """Elementwise math, comparisons, logic, reductions and matmul (TF names).
 
-Op definitions are registered from small tables, one entry per op type, so a
-new elementwise op is one line here and one kernel in :mod:`dataflow.kernels`.
+Elementwise op definitions and wrappers are derived from the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`), where a new elementwise op is one row.
 
 >>> y = add(x, 1.0)          # AddV2
 >>> s = reduce_sum(y, axis=0)
@@ -15,50 +15,49 @@ from ..framework.convert import constant_value, convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
+from ..framework.elementwise_table import ELEMENTWISE
 from . import shape_fns
 
-# op type -> wrapper name (TF's public name)
-UNARY_OPS = {
-    "Neg": "negative", "Square": "square", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Exp": "exp",
-    "Log": "log", "Log1p": "log1p", "Tanh": "tanh", "Sigmoid": "sigmoid", "Abs": "abs",
-    "Sign": "sign", "Reciprocal": "reciprocal", "Floor": "floor", "Ceil": "ceil",
-    "Round": "round", "Sin": "sin", "Cos": "cos",
-}
-BINARY_OPS = {
-    "AddV2": "add", "Sub": "subtract", "Mul": "multiply", "RealDiv": "realdiv",
-    "FloorDiv": "floordiv", "FloorMod": "floormod", "Maximum": "maximum",
-    "Minimum": "minimum", "Pow": "pow", "SquaredDifference": "squared_difference",
-}
-COMPARISON_OPS = {
-    "Less": "less", "LessEqual": "less_equal", "Greater": "greater",
-    "GreaterEqual": "greater_equal", "Equal": "equal", "NotEqual": "not_equal",
-}
-LOGICAL_BINARY_OPS = {"LogicalAnd": "logical_and", "LogicalOr": "logical_or"}
+# Elementwise ops come from the table (dataflow/framework/elementwise_table.py): op type ->
+# wrapper name (TF's public name) for those whose wrapper lives here.
+UNARY_OPS = {r.name: r.wrapper for r in ELEMENTWISE.values()
+             if r.arity == 1 and r.wrapper and r.output == "same"}
+BINARY_OPS = {r.name: r.wrapper for r in ELEMENTWISE.values()
+              if r.arity == 2 and r.wrapper and r.output == "same"}
+COMPARISON_OPS = {r.name: r.wrapper for r in ELEMENTWISE.values()
+                  if r.arity == 2 and r.output == "bool" and r.dtypes != "bool"}
+LOGICAL_BINARY_OPS = {r.name: r.wrapper for r in ELEMENTWISE.values()
+                      if r.arity == 2 and r.output == "bool" and r.dtypes == "bool"}
 REDUCTION_OPS = {"Sum": "reduce_sum", "Mean": "reduce_mean", "Max": "reduce_max",
                  "Min": "reduce_min", "Prod": "reduce_prod", "All": "reduce_all",
                  "Any": "reduce_any"}
 
-# TF registers these for floating-point types only.
-_FLOAT_ONLY = {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Tanh", "Sigmoid", "Sin", "Cos",
-               "Reciprocal", "Floor", "Ceil", "RealDiv"}
-# Arithmetic is not defined on bool (TF has no bool kernels for these).
-_NUMERIC_ONLY = {"Neg", "Square", "Abs", "Sign", "Round", *BINARY_OPS, "Less", "LessEqual",
-                 "Greater", "GreaterEqual", "MatMul", "Sum", "Mean", "Max", "Min", "Prod"}
-_BOOL_ONLY = {"LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any"}
+# The dtypes each op takes (TF registers kernels for these only): the table's kinds, and
+# the non-elementwise ops of this module.
+_DTYPE_KIND = {**{r.name: r.dtypes for r in ELEMENTWISE.values()},
+               **{t: "numeric" for t in ("MatMul", "Sum", "Mean", "Max", "Min", "Prod")},
+               "All": "bool", "Any": "bool"}
 # Default node names of the wrappers that back Python operators: TF names ``x + y``
 # "add", ``x * y`` "mul"... (see the Graph docstring: ``a + a`` is "add:0").
-_DEFAULT_NAMES = {"AddV2": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv",
-                  "FloorMod": "mod", "Pow": "pow"}
+_DEFAULT_NAMES = {r.name: r.default_name for r in ELEMENTWISE.values() if r.default_name}
 
-for _t in UNARY_OPS:
-    register_op(_t)(shape_fns.unchanged)
-for _t in BINARY_OPS:
-    register_op(_t)(shape_fns.broadcast)
-for _t in COMPARISON_OPS:
-    register_op(_t)(shape_fns.comparison)
-for _t in LOGICAL_BINARY_OPS:
-    register_op(_t)(shape_fns.comparison)
-register_op("LogicalNot")(shape_fns.unchanged)
+
+def _same_shape_infer(op):
+    """Two inputs of one dtype and one shape (the activation gradients)."""
+    y, dy = op.inputs
+    if y.dtype is not dy.dtype:
+        raise TypeError(f"{op.type} '{op.name}': y and dy must share one dtype")
+    return [(y.dtype, y.shape.merge_with(dy.shape))]
+
+
+_SHAPE_FNS = {("unchanged", "same"): shape_fns.unchanged,
+              ("unchanged", "bool"): shape_fns.unchanged,
+              ("broadcast", "same"): shape_fns.broadcast,
+              ("broadcast", "bool"): shape_fns.comparison,
+              ("same", "same"): _same_shape_infer}
+
+for _row in ELEMENTWISE.values():
+    register_op(_row.name)(_SHAPE_FNS[(_row.shape, _row.output)])
 
 
 def _reduction_infer(op):
@@ -100,12 +99,13 @@ def _cast_infer(op):
 
 def check_input_dtype(op_type, dtype, param="x"):
     """TypeError unless ``op_type`` is defined for ``dtype`` (checked at build time, as TF)."""
-    if op_type in _FLOAT_ONLY:
+    kind = _DTYPE_KIND.get(op_type)
+    if kind == "float":
         ok, allowed = dtype.is_floating, "float16, float32, float64"
-    elif op_type in _NUMERIC_ONLY:
+    elif kind == "numeric":
         ok, allowed = dtype.is_numeric, "float16, float32, float64, int8, int16, int32, " \
             "int64, uint8"
-    elif op_type in _BOOL_ONLY:
+    elif kind == "bool":
         ok, allowed = dtype.is_bool, "bool"
     else:
         return
@@ -158,10 +158,10 @@ def _make_binary(op_type, fn_name):
     return fn
 
 
-for _t, _n in {**UNARY_OPS, "LogicalNot": "logical_not"}.items():
-    globals()[_n] = _make_unary(_t, _n)
-for _t, _n in {**BINARY_OPS, **COMPARISON_OPS, **LOGICAL_BINARY_OPS}.items():
-    globals()[_n] = _make_binary(_t, _n)
+for _row in ELEMENTWISE.values():
+    if _row.wrapper:
+        _make = _make_unary if _row.arity == 1 else _make_binary
+        globals()[_row.wrapper] = _make(_row.name, _row.wrapper)
 
 subtract = globals()["subtract"]
 multiply = globals()["multiply"]

@@ -3,8 +3,9 @@
 ``build_plan`` runs :func:`fuse_elementwise` after pruning, frame inference and constant
 folding. The pass finds maximal groups of elementwise float ops (the types in
 :data:`FUSABLE`) of one frame, device and dtype whose intermediate values nobody else
-reads, and describes each group by a backend-neutral :class:`FusedExpr`. The user's
-graph is never changed: the group's *root* (the op whose value leaves the group) stays
+reads, and describes each group by a backend-neutral :class:`FusedExpr` (the contract
+with the kernels, in :mod:`dataflow.framework.fused_expr`). The user's graph is never
+changed: the group's *root* (the op whose value leaves the group) stays
 the plan node, reading the group's external inputs, and the interior ops leave the
 plan. The root's kernel is the registered ``"FusedElementwise"`` kernel of its device
 type, which receives the expression through ``ctx.op.expr`` (``ctx.op`` is a
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dataflow.framework.elementwise_table import fusable_ops
+from dataflow.framework.fused_expr import CONST, FUSED_OP_TYPE, INPUT, VALUE, FusedExpr
 from dataflow.kernels.registry import find_kernel
 
 from .devices import parse_device
@@ -42,53 +45,13 @@ from .devices import parse_device
 __all__ = ["FUSED_OP_TYPE", "FUSABLE", "FusedExpr", "FusedNode", "Fusion", "NO_FUSION",
            "fuse_elementwise", "fusion_enabled"]
 
-FUSED_OP_TYPE = "FusedElementwise"
-
-#: Fusable op types and their number of inputs. Every one maps floats to a float of
-#: the same dtype, elementwise with NumPy broadcasting. (The Relu gradient is a
-#: ``Select`` here, not a ``ReluGrad`` op, so it is not among them.)
-FUSABLE = {
-    "AddV2": 2, "Sub": 2, "Mul": 2, "RealDiv": 2, "Maximum": 2, "Minimum": 2,
-    "SquaredDifference": 2, "TanhGrad": 2, "SigmoidGrad": 2,
-    "Neg": 1, "Square": 1, "Sqrt": 1, "Rsqrt": 1, "Exp": 1, "Log": 1, "Tanh": 1,
-    "Sigmoid": 1, "Abs": 1, "Reciprocal": 1, "Relu": 1,
-}
+#: Fusable op types and their number of inputs: the rows of the elementwise op table with
+#: compiled scalar code that map floats to a float of the same dtype, elementwise with
+#: NumPy broadcasting. (The Relu gradient is a ``Select`` here, not a ``ReluGrad`` op,
+#: so it is not among them.)
+FUSABLE = fusable_ops()
 
 _FLOAT_DTYPES = ("float32", "float64")
-
-# Argument kinds of a program instruction.
-INPUT, VALUE, CONST = "input", "value", "const"
-
-
-@dataclass(frozen=True)
-class FusedExpr:
-    """A fused elementwise expression, in SSA form, independent of any backend.
-
-    * ``inputs``: the external :class:`Tensor` inputs, in the order the kernel gets them;
-    * ``program``: instructions ``(op_type, args)``; each arg is ``("input", k)`` (the
-      k-th external input), ``("value", j)`` (the result of instruction ``j < i``) or
-      ``("const", hex)`` (a scalar literal of ``dtype``, ``float.hex`` spelling, so
-      NaN and infinities compare equal); the last instruction's result is the output;
-    * ``dtype``: the dtype name of every input, literal and the output.
-
-    Backends cache generated code by :attr:`key`, which leaves out the tensors.
-
-    >>> FusedExpr((a, b), (("Mul", (("input", 0), ("input", 1))),
-    ...                    ("Tanh", (("value", 0),))), "float32").key   # doctest: +SKIP
-    ((('Mul', (('input', 0), ('input', 1))), ('Tanh', (('value', 0),))), 'float32')
-    """
-
-    inputs: tuple
-    program: tuple
-    dtype: str
-
-    @property
-    def key(self):
-        return (self.program, self.dtype)
-
-    @property
-    def num_inputs(self) -> int:
-        return len(self.inputs)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy as np
 
 from dataflow.framework import op_registry as R
 from dataflow.framework.convert import convert_value
-from dataflow.kernels.registry import KernelContext, find_kernel
+from dataflow.kernels.registry import KernelContext, reference_kernel
 
 __all__ = ["CONTROL", "ROOT", "FetchNotComputed", "Interpreter", "MergeRace", "SpecError",
            "Token", "run"]
@@ -300,10 +300,11 @@ class Interpreter:
         self._put(op, CONTROL, tag, None, False)
 
     def _compute(self, op, values):
-        """Call ``op``'s CPU kernel; returns a tuple with one entry per output."""
+        """Call ``op``'s NumPy reference kernel (never a compiled one: the oracle must not
+        share code with what it checks); returns a tuple with one entry per output."""
         fn = self.kernels.get(op)
         if fn is None:
-            factory = find_kernel(op, "CPU")
+            factory = reference_kernel(op)
             if factory is None:
                 raise SpecError(f"no CPU kernel for {op.type} ({op.name})")
             fn = self.kernels[op] = factory(KernelContext(op=op, resources=self.resources))

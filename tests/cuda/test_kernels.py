@@ -131,6 +131,25 @@ def test_fallback_ops_are_listed():
     assert "ConcatV2" in listed and "MatMul" not in listed and "GatherV2" not in listed
 
 
+def test_an_op_registered_after_the_gpu_kernels_runs_on_the_host_fallback(graph):
+    # The fallback is resolved when the kernel is looked up, so an op type registered
+    # after dataflow.kernels.cuda was imported runs on /gpu:0 too (on the host), fed by
+    # and feeding device values.
+    from dataflow.framework.op_registry import register_op
+    from dataflow.kernels.registry import register_kernel
+    from dataflow.ops import shape_fns
+    register_op("CudaTestLateCube")(lambda op: shape_fns.unchanged(op))  # a test op type
+    register_kernel("CudaTestLateCube")(lambda ctx: lambda x: x * x * x)
+    x = _floats((3, 4))
+    ph = df.placeholder(df.float32, [3, 4])
+    with df.device("/gpu:0"):
+        y = df.get_default_graph().create_op("CudaTestLateCube", [ph * 2.0]).outputs[0] + 1.0
+    with df.Session() as sess:
+        got = sess.run(y, {ph: x})
+    assert "CudaTestLateCube" in fallback_op_types()
+    assert_close(got, (x * 2) ** 3 + 1)
+
+
 def test_compile_check_covers_every_kernel_family_and_op():
     # The PTX compile check itself runs without the simulator (.ci/run); here: that it
     # lists every op with a CUDA kernel, and refuses to run under the simulator.

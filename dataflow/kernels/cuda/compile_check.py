@@ -20,11 +20,12 @@ import time
 
 import numpy as np
 
+from ...framework.elementwise_table import ELEMENTWISE
+
 __all__ = ["kernel_signatures", "main"]
 
 _NB = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
        "bool": "boolean"}
-_COMPARISONS = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
 
 
 def _arr(dtype, ndim=1):
@@ -77,7 +78,7 @@ def kernel_signatures():
     variants = {dt: op for op, dt in reversed(_cases(BINARY_OPS))}
     for op, dt in _cases(BINARY_OPS):
         d = np.dtype(dt)
-        res = np.dtype(np.bool_) if op in _COMPARISONS else d
+        res = np.dtype(np.bool_) if ELEMENTWISE[op].output == "bool" else d
         a, r = _arr(d), _arr(res)
         out.append((f"binary {op} {dt}", E.binary_same_kernel(op, d),
                     f"void({a}, {a}, {r})"))

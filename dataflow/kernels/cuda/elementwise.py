@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...framework.elementwise_table import ELEMENTWISE, cuda_dtypes
 from ..registry import register_kernel
 from ._util import DeviceInput, broadcast_strides, flat, host_kernel, launch, np_dtype
 from .runtime import device_empty, is_device_value, serialized, to_host
@@ -22,21 +23,13 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "FLOAT", "NUMERIC"]
 FLOAT = ("float32", "float64")
 NUMERIC = FLOAT + ("int32", "int64")
 
-#: Unary op types and the dtypes their GPU kernels take.
-UNARY_OPS = {
-    "Neg": NUMERIC, "Square": NUMERIC, "Abs": NUMERIC, "Relu": NUMERIC,
-    "Sqrt": FLOAT, "Rsqrt": FLOAT, "Exp": FLOAT, "Log": FLOAT, "Tanh": FLOAT,
-    "Sigmoid": FLOAT, "Reciprocal": FLOAT, "LogicalNot": ("bool",),
-}
+#: Unary op types and the dtypes their GPU kernels take: the rows of the elementwise op
+#: table with scalar code.
+UNARY_OPS = {r.name: cuda_dtypes(r) for r in ELEMENTWISE.values()
+             if r.cuda_scalar is not None and r.arity == 1}
 #: Binary op types and the dtypes of their inputs.
-BINARY_OPS = {
-    "AddV2": NUMERIC, "Sub": NUMERIC, "Mul": NUMERIC, "Maximum": NUMERIC,
-    "Minimum": NUMERIC, "SquaredDifference": NUMERIC, "RealDiv": FLOAT,
-    "TanhGrad": FLOAT, "SigmoidGrad": FLOAT,
-    "Less": NUMERIC, "LessEqual": NUMERIC, "Greater": NUMERIC, "GreaterEqual": NUMERIC,
-    "Equal": NUMERIC, "NotEqual": NUMERIC,
-    "LogicalAnd": ("bool",), "LogicalOr": ("bool",),
-}
+BINARY_OPS = {r.name: cuda_dtypes(r) for r in ELEMENTWISE.values()
+              if r.cuda_scalar is not None and r.arity == 2}
 CAST_DTYPES = NUMERIC + ("bool",)
 
 

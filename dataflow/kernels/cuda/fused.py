@@ -2,7 +2,7 @@
 per expression.
 
 The fusion pass (``dataflow/runtime/fusion.py``) describes a group of elementwise ops as
-a :class:`~dataflow.runtime.fusion.FusedExpr`: an SSA ``program`` over the group's
+a :class:`~dataflow.framework.fused_expr.FusedExpr`: an SSA ``program`` over the group's
 external inputs and scalar literals. This module writes the program out as one
 scalar device function (each instruction calls the op's device function from
 :mod:`dataflow.kernels.cuda.device.scalar`, literals are constants of the expression's dtype;
@@ -28,14 +28,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...framework.elementwise_table import fusable_ops
+from ...framework.fused_expr import FUSED_OP_TYPE
 from ..registry import find_kernel, register_kernel
 from ._util import DeviceInput, broadcast_strides, flat, launch
 from .runtime import device_empty, is_device_value, serialized
 
 __all__ = ["FUSED_OP_TYPE", "KernelSource", "kernel_source", "fused_kernels", "sample_kernels"]
-
-FUSED_OP_TYPE = "FusedElementwise"
-
 
 class KernelSource(NamedTuple):
     """Generated Python source: the scalar device function and the two kernels, plus
@@ -139,11 +138,10 @@ def _fused(ctx):
 def sample_kernels():
     """``[(name, kernel, signature)]`` of fused kernels using every fusable op type, for
     the PTX compile check (:mod:`dataflow.kernels.cuda.compile_check`)."""
-    from dataflow.runtime.fusion import FUSABLE
     out = []
     for dtype in ("float32", "float64"):
         program, k = [], 0
-        for op_type, arity in FUSABLE.items():
+        for op_type, arity in fusable_ops().items():
             if not program:
                 args = (("input", 0),) * arity
             elif arity == 1:

@@ -66,34 +66,31 @@ def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False):
         numba_factory.__doc__ = factory.__doc__
         if ENABLED:
             registry.register_kernel(op_type, device="CPU", dtypes=dtypes, priority=1,
-                                     parallel=parallel)(numba_factory)
+                                     parallel=parallel, compiled=True)(numba_factory)
         return factory
     return decorate
 
 
 def reference_kernel(ctx):
-    """The NumPy reference kernel of ``ctx.op``: the best registered CPU kernel that is
-    not one of this package's."""
-    from dataflow import dtypes as _dt
-    dt = registry.kernel_dtype(ctx.op)
-    for entry in registry._REGISTRY.get((ctx.op.type, "CPU"), ()):
-        if getattr(entry.factory, "numba_cpu", False):
-            continue
-        if entry.dtypes is None or _dt.as_dtype(dt) in entry.dtypes:
-            return entry.factory(ctx)
-    raise LookupError(f"no NumPy kernel for {ctx.op.type}")
+    """The NumPy reference kernel of ``ctx.op`` built for ``ctx`` (see
+    :func:`dataflow.kernels.registry.reference_kernel`)."""
+    factory = registry.reference_kernel(ctx.op)
+    if factory is None:
+        raise LookupError(f"no NumPy kernel for {ctx.op.type}")
+    return factory(ctx)
 
 
 # Numba keys a cached function on its own source file only. The compiled modules also
 # compile code from these files, so a change there must drop their cache entries.
 _JIT_MODULES = ("_elementwise_jit", "_reduction_jit", "_nn_jit", "_array_jit", "_training_jit")
-_DEPENDENCIES = ("../approx.py", "_scalar.py")
+_DEPENDENCIES = ("../approx.py", "_scalar.py", "../../framework/elementwise_table.py")
 _cache_checked = False
 
 
 def refresh_disk_cache():
-    """Delete this package's Numba cache files if kernels.approx or _scalar changed
-    since they were written (a stamp file holds the hash of those sources)."""
+    """Delete this package's Numba cache files if kernels.approx, _scalar or the
+    elementwise op table changed since they were written (a stamp file holds the hash
+    of those sources)."""
     global _cache_checked
     if _cache_checked:
         return

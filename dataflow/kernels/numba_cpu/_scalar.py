@@ -1,6 +1,7 @@
 """Scalar functions of the elementwise ops, for compiled loops (imports Numba).
 
-Each op's scalar function is registered by op type; ``unary(name, x)`` and
+Each op's scalar function is built from its row of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`); ``unary(name, x)`` and
 ``binary(name, x, y)`` call the one named by a string literal, so one loop
 source serves every op and Numba's disk cache keys each loop by the op name::
 
@@ -9,7 +10,7 @@ source serves every op and Numba's disk cache keys each loop by the op name::
         for i in range(x.size):
             out[i] = unary("Tanh", x[i])
 
-Arithmetic is written as the NumPy reference kernels compute it, so results are
+The table writes arithmetic as the NumPy reference kernels compute it, so results are
 bitwise equal (no fast-math, constants typed as the argument); Exp, Log, Tanh and
 Sigmoid use :mod:`dataflow.kernels.approx` (bounds in its docstring). Callers compile with
 ``error_model="numpy"`` (see :mod:`dataflow.kernels.approx`).
@@ -21,6 +22,7 @@ from numba import njit, types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
+from ...framework.elementwise_table import ELEMENTWISE
 from .. import approx
 
 __all__ = ["BINARY", "UNARY", "binary", "cast_like", "is_nan_bits", "nan_like", "one", "unary",
@@ -113,109 +115,32 @@ def _binary_impl(name, x, y):
     return lambda name, x, y: f(x, y)
 
 
-# -- unary -------------------------------------------------------------------------------
+# -- the scalar functions, built from the elementwise op table ------------------------------
 
-@_register(UNARY, "Neg")
-def _neg(x):
-    return -x
-
-
-@_register(UNARY, "Square")
-def _square(x):
-    return x * x
+# What the table's scalar expressions may call (see dataflow/framework/elementwise_table.py):
+# exact arithmetic, and kernels.approx's vectorizable transcendental functions.
+_PRIMITIVES = {"np": np, "one": one, "zero": zero, "_sqrt": np.sqrt, "_exp": approx.exp,
+               "_log": approx.log, "_tanh": approx.tanh, "_sigmoid": approx.sigmoid}
 
 
-@_register(UNARY, "Sqrt")
-def _sqrt(x):
-    return np.sqrt(x)
+def scalar_source(row) -> str:
+    """Python source of ``row``'s scalar function: its expression over ``x0``/``x1``,
+    with ``_one``/``_zero`` typed like ``x0``."""
+    args = [f"x{k}" for k in range(row.arity)]
+    lines = [f"def scalar_{row.name.lower()}({', '.join(args)}):"]
+    if "_one" in row.scalar:
+        lines.append("    _one = one(x0)")
+    if "_zero" in row.scalar:
+        lines.append("    _zero = zero(x0)")
+    lines.append("    return " + row.scalar.format(*args))
+    return "\n".join(lines) + "\n"
 
 
-@_register(UNARY, "Rsqrt")
-def _rsqrt(x):
-    return one(x) / np.sqrt(x)
+def _build(row):
+    namespace = dict(_PRIMITIVES)
+    exec(compile(scalar_source(row), f"<scalar {row.name}>", "exec"), namespace)
+    return njit(error_model="numpy")(namespace[f"scalar_{row.name.lower()}"])
 
 
-@_register(UNARY, "Reciprocal")
-def _reciprocal(x):
-    return one(x) / x
-
-
-@_register(UNARY, "Abs")
-def _abs(x):
-    return abs(x)
-
-
-@_register(UNARY, "Exp")
-def _exp(x):
-    return approx.exp(x)
-
-
-@_register(UNARY, "Log")
-def _log(x):
-    return approx.log(x)
-
-
-@_register(UNARY, "Tanh")
-def _tanh(x):
-    return approx.tanh(x)
-
-
-@_register(UNARY, "Sigmoid")
-def _sigmoid(x):
-    return approx.sigmoid(x)
-
-
-@_register(UNARY, "Relu")
-def _relu(x):
-    # np.maximum(x, 0): NaN stays NaN. Bitwise ``|`` keeps the select branch-free.
-    z = zero(x)
-    return x if (x > z) | (x != x) else z  # noqa: PLR0124 (NaN test)
-
-
-# -- binary ------------------------------------------------------------------------------
-
-@_register(BINARY, "AddV2")
-def _add(x, y):
-    return x + y
-
-
-@_register(BINARY, "Sub")
-def _sub(x, y):
-    return x - y
-
-
-@_register(BINARY, "Mul")
-def _mul(x, y):
-    return x * y
-
-
-@_register(BINARY, "RealDiv")
-def _div(x, y):
-    return x / y
-
-
-@_register(BINARY, "Maximum")
-def _maximum(x, y):
-    # np.maximum propagates a NaN from either side.
-    return x if (x >= y) | (x != x) else y  # noqa: PLR0124 (NaN test)
-
-
-@_register(BINARY, "Minimum")
-def _minimum(x, y):
-    return x if (x <= y) | (x != x) else y  # noqa: PLR0124 (NaN test)
-
-
-@_register(BINARY, "SquaredDifference")
-def _squared_difference(x, y):
-    d = x - y
-    return d * d
-
-
-@_register(BINARY, "TanhGrad")
-def _tanh_grad(y, dy):
-    return dy * (one(y) - y * y)
-
-
-@_register(BINARY, "SigmoidGrad")
-def _sigmoid_grad(y, dy):
-    return dy * (y * (one(y) - y))
+for _row in (r for r in ELEMENTWISE.values() if r.fusable):
+    (UNARY if _row.arity == 1 else BINARY)[_row.name] = _build(_row)

@@ -1,6 +1,9 @@
 """Numba kernels of the elementwise ops: unary math, activations, binary arithmetic
 with the common broadcasts, the activation gradients, and SelectV2.
 
+The ops are the rows of the elementwise op table (:mod:`dataflow.framework.elementwise_table`)
+with scalar code from floats to floats; their scalar functions come from the table too.
+
 float32 and float64 are compiled; other dtypes keep the NumPy kernels. Arithmetic
 results equal NumPy's bit for bit; Exp, Log, Tanh, Sigmoid use :mod:`dataflow.kernels.approx`
 on the compiled path (error bounds there). Broadcasts compiled: same shape, array
@@ -15,18 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...framework.elementwise_table import ELEMENTWISE
 from . import _dispatch
 from ._dispatch import FLOAT_TYPES, lazy, register_numba
 
 _ndarray = np.ndarray
 
-UNARY_OPS = ("Neg", "Square", "Sqrt", "Rsqrt", "Reciprocal", "Abs", "Relu",
-             "Exp", "Log", "Tanh", "Sigmoid")
-_TRANSCENDENTAL = frozenset({"Exp", "Log", "Tanh", "Sigmoid"})
-# Ops NumPy computes in two or more passes over memory (the compiled loop needs one).
-_MULTIPASS = frozenset({"Rsqrt", "Relu", "SquaredDifference", "TanhGrad", "SigmoidGrad"})
-BINARY_OPS = ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference",
-              "TanhGrad", "SigmoidGrad")
+# The ops compiled here: the table's rows with scalar code from floats to the same float.
+_ROWS = {r.name: r for r in ELEMENTWISE.values() if r.fusable}
+UNARY_OPS = tuple(name for name, r in _ROWS.items() if r.arity == 1)
+BINARY_OPS = tuple(name for name, r in _ROWS.items() if r.arity == 2)
 PATTERNS = ("vv", "vs", "sv", "rows", "rows_rev", "cols", "cols_rev")
 
 
@@ -36,9 +37,10 @@ def _np_dtype(dtype):
 
 def _min_size(name):
     """The size threshold of op ``name`` on the same-shape (or scalar) path."""
-    if name in _TRANSCENDENTAL:
+    row = _ROWS[name]
+    if row.transcendental:
         return _dispatch.TRANSCENDENTAL_MIN_SIZE
-    if name in _MULTIPASS:
+    if row.numpy_passes > 1:   # NumPy makes 2+ passes over memory, the loop one
         return _dispatch.MULTIPASS_MIN_SIZE
     return _dispatch.ELEMENTWISE_MIN_SIZE
 

@@ -1,7 +1,7 @@
 """The CPU kernel of fused elementwise nodes (``FusedElementwise``), generated per expression.
 
 The fusion pass (``dataflow/runtime/fusion.py``) describes a group of elementwise ops
-by a :class:`~dataflow.runtime.fusion.FusedExpr`; the factory registered here turns it
+by a :class:`~dataflow.framework.fused_expr.FusedExpr`; the factory registered here turns it
 into one callable with two paths:
 
 * **small values** (NumPy scalars, arrays below :data:`NUMBA_MIN_SIZE` elements, or
@@ -21,6 +21,10 @@ into one callable with two paths:
   a large output is reused by the next call once nothing references it (see
   ``_CompiledPath._output``).
 
+Each op's code comes from its row of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`): its NumPy function on the small path
+(Python operators inline), its scalar expression in the loop.
+
 Numba's disk cache only works for functions defined in a source file, so the loop's
 source is written once into :func:`cache_dir` as a module named by the source's hash
 and imported from there; a new process then loads the machine code instead of
@@ -34,6 +38,7 @@ until a large array first reaches a fused kernel.
 from __future__ import annotations
 
 import hashlib
+import operator
 import importlib.util
 import os
 import sys
@@ -43,9 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..numpy_cpu import grad as _ref_grad
-from ..numpy_cpu import math as _ref_math
-from ..numpy_cpu import nn as _ref_nn
+from ...framework.elementwise_table import ELEMENTWISE, square
+from ...framework.fused_expr import FUSED_OP_TYPE
 from ..registry import register_kernel
 
 __all__ = ["NUMBA_MIN_SIZE", "NUMBA_MIN_SIZE_TRANSCENDENTAL", "PARALLEL_MIN_SIZE",
@@ -59,7 +63,7 @@ __all__ = ["NUMBA_MIN_SIZE", "NUMBA_MIN_SIZE_TRANSCENDENTAL", "PARALLEL_MIN_SIZE
 #: 6.6 µs for ``tanh(a*b + c)*0.5 + a`` at 1024 elements against the loop's 5.2 µs.
 NUMBA_MIN_SIZE = 16384
 NUMBA_MIN_SIZE_TRANSCENDENTAL = 1024
-_TRANSCENDENTAL = frozenset({"Exp", "Log", "Tanh", "Sigmoid"})
+_TRANSCENDENTAL = frozenset(r.name for r in ELEMENTWISE.values() if r.transcendental)
 #: Flat sizes from which the compiled loop is split over the cores. Not lower for
 #: tanh/exp/log/sigmoid, although they cost ~1 ns per element: such a loop usually
 #: follows a matmul whose BLAS threads keep spinning on the other core for a while, and
@@ -70,33 +74,19 @@ REUSE_MIN_BYTES = 1 << 20
 
 # -- the small-value path: NumPy reference kernels, composed ------------------------------
 
-# Operators inline (the reference kernels are exactly these operators); the rest call
-# the registered NumPy reference function of the op, so results are the unfused ones.
-_PY_INLINE = {
-    "AddV2": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})",
-    "RealDiv": "({0} / {1})", "Neg": "(-{0})", "Square": "({0} * {0})", "Abs": "abs({0})",
-}
-_PY_REFERENCE = {
-    **{t: _ref_math.UNARY[t] for t in ("Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid",
-                                         "Reciprocal")},
-    **{t: _ref_math.BINARY[t] for t in ("Maximum", "Minimum", "SquaredDifference")},
-    "Relu": _ref_nn._relu, "TanhGrad": _ref_grad._tanh_grad,
-    "SigmoidGrad": _ref_grad._sigmoid_grad,
+# Operators inline (the reference functions are exactly these operators); the other ops
+# call their NumPy function from the elementwise op table, so results are the unfused ones.
+_PY_OPERATORS = {
+    operator.add: "({0} + {1})", operator.sub: "({0} - {1})", operator.mul: "({0} * {1})",
+    operator.truediv: "({0} / {1})", operator.neg: "(-{0})", operator.abs: "abs({0})",
+    square: "({0} * {0})",
 }
 
 # -- the compiled path: per-element code on typed scalars ---------------------------------
 
-# ``_one``/``_zero`` are typed constants of the expression's dtype (a bare ``1.0`` would
-# promote float32 arithmetic to float64 and round differently from NumPy).
-_NB_TEMPLATES = {
-    "AddV2": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})",
-    "RealDiv": "({0} / {1})", "Neg": "(-{0})", "Square": "({0} * {0})", "Abs": "abs({0})",
-    "Sqrt": "np.sqrt({0})", "Rsqrt": "(_one / np.sqrt({0}))", "Reciprocal": "(_one / {0})",
-    "Exp": "_exp({0})", "Log": "_log({0})", "Tanh": "_tanh({0})", "Sigmoid": "_sigmoid({0})",
-    "Maximum": "_max({0}, {1})", "Minimum": "_min({0}, {1})", "Relu": "_max({0}, _zero)",
-    "SquaredDifference": "(({0} - {1}) * ({0} - {1}))",
-    "TanhGrad": "({1} * (_one - {0} * {0}))", "SigmoidGrad": "({1} * ({0} * (_one - {0})))",
-}
+# Each op's code is its table row's scalar expression. ``_one``/``_zero`` are typed
+# constants of the expression's dtype (a bare ``1.0`` would promote float32 arithmetic to
+# float64 and round differently from NumPy).
 
 # The transcendental functions: kernels.approx's vectorizable ones, or NumPy's (one libm
 # call per element, about 20x slower) where that module is missing or switched off.
@@ -109,19 +99,6 @@ _exp, _log, _tanh = np.exp, np.log, np.tanh
 @njit(inline="always")
 def _sigmoid(x):
     return _one / (_one + np.exp(-x))
-'''
-
-_NB_HELPERS = '''
-
-@njit(inline="always")
-def _max(x, y):
-    # np.maximum's rule: NaN in either argument wins.
-    return x if (x >= y or x != x) else y
-
-
-@njit(inline="always")
-def _min(x, y):
-    return x if (x <= y or x != x) else y
 '''
 
 _use_approx = [importlib.util.find_spec("dataflow.kernels.approx") is not None]
@@ -196,7 +173,7 @@ def _make_python_function(program, dtype, n, dispatch=True):
     namespace = {"_ndarray": np.ndarray, "_min_size": _min_size}
     if dispatch:
         namespace["_compiled"] = _CompiledPath(program, dtype)
-    namespace.update({f"_ref_{t}": f for t, f in _PY_REFERENCE.items()})
+    namespace.update({f"_ref_{t}": ELEMENTWISE[t].numpy for t in {op for op, _ in program}})
     np_type = np.dtype(dtype).type
     namespace.update({name: np_type(float.fromhex(h)) for h, name in _consts(program).items()})
     exec(compile("\n".join(lines) + "\n", f"<fused {_short(program)}>", "exec"), namespace)
@@ -204,13 +181,15 @@ def _make_python_function(program, dtype, n, dispatch=True):
 
 
 def _py_template(op_type):
-    if op_type in _PY_INLINE:
-        return _PY_INLINE[op_type]
-    return f"_ref_{op_type}(" + ", ".join("{%d}" % i for i in range(_arity(op_type))) + ")"
+    row = ELEMENTWISE[op_type]
+    inline = _PY_OPERATORS.get(row.numpy)
+    if inline is not None:
+        return inline
+    return f"_ref_{op_type}(" + ", ".join("{%d}" % i for i in range(row.arity)) + ")"
 
 
-def _arity(op_type) -> int:
-    return 2 if "{1}" in _NB_TEMPLATES[op_type] else 1
+def _nb_template(op_type):
+    return ELEMENTWISE[op_type].scalar
 
 
 _min_size = [NUMBA_MIN_SIZE, NUMBA_MIN_SIZE_TRANSCENDENTAL]
@@ -463,13 +442,13 @@ def loop_source(program, dtype, kinds, ndim) -> str:
              f"_one = np.{dtype}(1.0)", f"_zero = np.{dtype}(0.0)"]
     for h, name in sorted(_consts(program).items(), key=lambda kv: kv[1]):
         lines.append(f"{name} = np.{dtype}(float.fromhex({h!r}))")
+    lines.append("_sqrt = np.sqrt")
     if not approx:
         lines.append(_LIBM_DEFS)
-    lines.append(_NB_HELPERS)
     n = len(kinds)
     args = [f"a{k}" for k in range(n)]
     lines += ["", "@njit(inline=\"always\")", f"def _element({', '.join(args)}):"]
-    lines += _body(program, _NB_TEMPLATES.__getitem__)
+    lines += _body(program, _nb_template)
     lines.append(f"    return v{len(program) - 1}")
     lines += ["", "", "@njit(nogil=True, cache=True, error_model=\"numpy\")",
               f"def kernel(out, {', '.join(args)}):"]
@@ -495,8 +474,8 @@ def loop_source(program, dtype, kinds, ndim) -> str:
 
 def fused_kernel(ctx):
     """Kernel factory of ``FusedElementwise`` on the CPU: ``ctx.op.expr`` is the
-    :class:`~dataflow.runtime.fusion.FusedExpr` of the node."""
+    :class:`~dataflow.framework.fused_expr.FusedExpr` of the node."""
     return python_function(ctx.op.expr)
 
 
-register_kernel("FusedElementwise", device="CPU", dtypes=["float32", "float64"])(fused_kernel)
+register_kernel(FUSED_OP_TYPE, device="CPU", dtypes=["float32", "float64"])(fused_kernel)

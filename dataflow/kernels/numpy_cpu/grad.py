@@ -93,15 +93,3 @@ def _strided_slice_grad(ctx):
         out[slice_key(spec, args)] = grad
         return scalarize(out)
     return strided_slice_grad
-
-
-def _tanh_grad(y, dy):
-    return dy * (1 - y * y)
-
-
-def _sigmoid_grad(y, dy):
-    return dy * (y * (1 - y))
-
-
-register_kernel("TanhGrad")(lambda ctx: _tanh_grad)
-register_kernel("SigmoidGrad")(lambda ctx: _sigmoid_grad)

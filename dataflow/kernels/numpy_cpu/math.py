@@ -1,72 +1,29 @@
-"""Elementwise math, comparisons, reductions, matmul and cast."""
+"""Elementwise math, comparisons, reductions, matmul and cast.
+
+Elementwise kernels are the NumPy functions of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`).
+"""
 from __future__ import annotations
 
 import operator
 
 import numpy as np
 
+from ...framework.elementwise_table import ELEMENTWISE, INT_DTYPES
 from ..registry import register_kernel
 from ._util import const, np_dtype, scalarize
 
 
-def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return 1 / (1 + np.exp(-x))
+def _register_elementwise():
+    """The reference kernel of every row of the elementwise op table: its NumPy function,
+    and for integer inputs its integer variant where it has one."""
+    for row in ELEMENTWISE.values():
+        register_kernel(row.name)(const(row.numpy))
+        if row.numpy_int is not None:
+            register_kernel(row.name, dtypes=INT_DTYPES)(const(row.numpy_int))
 
 
-def _rsqrt(x):
-    return 1 / np.sqrt(x)
-
-
-def _reciprocal(x):
-    return 1 / x
-
-
-UNARY = {
-    "Neg": operator.neg, "Square": lambda x: x * x, "Sqrt": np.sqrt, "Rsqrt": _rsqrt,
-    "Exp": np.exp, "Log": np.log, "Log1p": np.log1p, "Tanh": np.tanh, "Sigmoid": _sigmoid,
-    "Abs": operator.abs, "Sign": np.sign, "Reciprocal": _reciprocal, "Floor": np.floor,
-    "Ceil": np.ceil, "Round": np.rint, "Sin": np.sin, "Cos": np.cos,
-    # np.logical_not has a fast path for np.bool_ scalars (~160 ns, ``~x`` ~500 ns).
-    "LogicalNot": np.logical_not,
-}
-
-
-def _floordiv(x, y):
-    return x // y
-
-
-def _squared_difference(x, y):
-    d = x - y
-    return d * d
-
-
-def _maximum(x, y):
-    # Scalars compare with Python operators (np.maximum costs ~1 µs on NumPy scalars);
-    # ``x != x`` keeps np.maximum's NaN propagation.
-    if type(x) is np.ndarray or type(y) is np.ndarray:
-        return np.maximum(x, y)
-    return x if x >= y or x != x else y
-
-
-def _minimum(x, y):
-    if type(x) is np.ndarray or type(y) is np.ndarray:
-        return np.minimum(x, y)
-    return x if x <= y or x != x else y
-
-
-BINARY = {
-    "AddV2": operator.add, "Sub": operator.sub, "Mul": operator.mul,
-    "RealDiv": operator.truediv, "FloorDiv": _floordiv, "FloorMod": operator.mod,
-    "Maximum": _maximum, "Minimum": _minimum, "Pow": operator.pow,
-    "SquaredDifference": _squared_difference,
-    "Less": operator.lt, "LessEqual": operator.le, "Greater": operator.gt,
-    "GreaterEqual": operator.ge, "Equal": operator.eq, "NotEqual": operator.ne,
-    "LogicalAnd": operator.and_, "LogicalOr": operator.or_,
-}
-
-for _t, _f in {**UNARY, **BINARY}.items():
-    register_kernel(_t)(const(_f))
+_register_elementwise()
 
 
 @register_kernel("AddN")
@@ -77,40 +34,6 @@ def _add_n(ctx):
             total = total + x
         return total
     return add_n
-
-
-_INT_TYPES = ["int8", "int16", "int32", "int64", "uint8"]
-
-
-def _check_divisor(y):
-    # NumPy returns 0 (with a warning) for integer division by zero; TF's CPU kernels fail.
-    if (not y) if type(y) is not np.ndarray else not y.all():
-        raise ZeroDivisionError("Integer division by zero")
-
-
-def _int_floordiv(x, y):
-    _check_divisor(y)
-    return x // y
-
-
-def _int_floormod(x, y):
-    _check_divisor(y)
-    return x % y
-
-
-register_kernel("FloorDiv", dtypes=_INT_TYPES, priority=1)(const(_int_floordiv))
-register_kernel("FloorMod", dtypes=_INT_TYPES, priority=1)(const(_int_floormod))
-# Rounding an integer is the identity (np.rint would return floats).
-register_kernel("Round", dtypes=_INT_TYPES, priority=1)(const(lambda x: x))
-
-
-@register_kernel("Pow", dtypes=["int8", "int16", "int32", "int64"], priority=1)
-def _int_pow(ctx):
-    def int_pow(x, y):
-        if (y < 0) if type(y) is not np.ndarray else (y < 0).any():
-            raise ValueError("Integers to negative integer powers are not allowed.")
-        return x ** y
-    return int_pow
 
 
 def _axes(ctx):

@@ -1,23 +1,10 @@
-"""Neural-network kernels: relu, softmax, log-softmax, fused softmax cross-entropy."""
+"""Neural-network kernels: softmax, log-softmax, fused softmax cross-entropy."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import register_kernel
-from ._util import const, scalarize
-
-
-def _relu(x):
-    return np.maximum(x, 0).astype(np.asarray(x).dtype, copy=False)
-
-
-def _elu(x):
-    with np.errstate(over="ignore"):
-        return scalarize(np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
-
-
-def _softplus(x):
-    return np.logaddexp(0, x).astype(np.asarray(x).dtype, copy=False)
+from ._util import const
 
 
 def _softmax(x):
@@ -37,6 +24,7 @@ def _softmax_xent(logits, labels):
     return loss, np.exp(log_p) - labels
 
 
-for _t, _f in {"Relu": _relu, "Elu": _elu, "Softplus": _softplus, "Softmax": _softmax,
+# Relu, Elu and Softplus are rows of the elementwise op table (registered by numpy_cpu.math).
+for _t, _f in {"Softmax": _softmax,
                "LogSoftmax": _log_softmax, "SoftmaxCrossEntropyWithLogits": _softmax_xent}.items():
     register_kernel(_t)(const(_f))

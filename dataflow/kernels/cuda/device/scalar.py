@@ -1,7 +1,9 @@
 """Scalar device functions of the elementwise ops, one set per dtype.
 
-Each op's scalar function is built per NumPy dtype with its constants (0, 1) of
-that dtype, so float32 kernels never promote to float64 (a literal ``1.0`` would).
+Each op's scalar function is built from its row of the elementwise op table
+(:mod:`dataflow.framework.elementwise_table`: the ``cuda`` expression, else the ``scalar``
+one) per NumPy dtype with its constants (0, 1) of that dtype, so float32 kernels never
+promote to float64 (a literal ``1.0`` would).
 ``math.exp``/``math.tanh``/... compile to libdevice calls, fast on the GPU.
 
 >>> f = scalar_fn("Sigmoid", np.dtype(np.float32))   # a cuda.jit device function
@@ -14,10 +16,15 @@ import math
 import numpy as np
 from numba import cuda
 
-__all__ = ["UNARY", "BINARY", "COMPARISONS", "scalar_fn"]
+from ....framework.elementwise_table import ELEMENTWISE
+
+__all__ = ["UNARY", "BINARY", "device_source", "scalar_fn"]
 
 
-def _unary(dt):
+def _primitives(dt):
+    """What the table's expressions may call, as device functions on ``dt``: typed
+    constants and the math functions (libdevice, with the edge cases the simulator's
+    Python ``math`` module would raise on answered here)."""
     zero, one = dt.type(0), dt.type(1)
     if dt.kind == "f":
         nan, inf = dt.type(np.nan), dt.type(np.inf)
@@ -40,75 +47,40 @@ def _unary(dt):
     def sqrt(x):
         return math.sqrt(x) if x >= zero else nan
 
+    @cuda.jit(device=True)
+    def tanh(x):
+        return math.tanh(x)
+
+    @cuda.jit(device=True)
     def sigmoid(x):
         # exp(-x) overflows to inf for very negative x: 1 / inf is the right limit 0.
         return one / (one + exp(-x))
 
-    def relu(x):
-        # NaN stays NaN (np.maximum(x, 0) propagates it).
-        return zero if x < zero else x
-
-    return {
-        "Neg": lambda x: -x,
-        "Square": lambda x: x * x,
-        "Sqrt": sqrt,
-        "Rsqrt": lambda x: one / sqrt(x),
-        "Exp": exp,
-        "Log": log,
-        "Tanh": lambda x: math.tanh(x),
-        "Sigmoid": sigmoid,
-        "Abs": lambda x: -x if x < zero else x,
-        "Reciprocal": lambda x: one / x,
-        "Relu": relu,
-        "LogicalNot": lambda x: not x,
-        "Cast": lambda x: x,  # the store into the output array converts
-    }
+    return {"_one": one, "_zero": zero, "_exp": exp, "_log": log, "_sqrt": sqrt,
+            "_tanh": tanh, "_sigmoid": sigmoid}
 
 
-def _binary(dt):
-    one = dt.type(1)
-
-    def maximum(x, y):
-        return x if x >= y or x != x else y  # NaN in either propagates
-
-    def minimum(x, y):
-        return x if x <= y or x != x else y
-
-    def squared_difference(x, y):
-        d = x - y
-        return d * d
-
-    return {
-        "AddV2": lambda x, y: x + y,
-        "Sub": lambda x, y: x - y,
-        "Mul": lambda x, y: x * y,
-        "RealDiv": lambda x, y: x / y,
-        "Maximum": maximum,
-        "Minimum": minimum,
-        "SquaredDifference": squared_difference,
-        # The activation gradients take (y, dy), as TF's kernels do.
-        "TanhGrad": lambda y, dy: dy * (one - y * y),
-        "SigmoidGrad": lambda y, dy: dy * (y * (one - y)),
-        "Less": lambda x, y: x < y,
-        "LessEqual": lambda x, y: x <= y,
-        "Greater": lambda x, y: x > y,
-        "GreaterEqual": lambda x, y: x >= y,
-        "Equal": lambda x, y: x == y,
-        "NotEqual": lambda x, y: x != y,
-        "LogicalAnd": lambda x, y: x and y,
-        "LogicalOr": lambda x, y: x or y,
-    }
-
-
-_PROBE = np.dtype(np.float64)
+# Scalar code of the table's rows for the GPU, and of Cast (the identity: the store into
+# the output array converts).
+_EXPRESSIONS = {**{r.name: (r.arity, r.cuda_scalar) for r in ELEMENTWISE.values()
+                   if r.cuda_scalar is not None},
+                "Cast": (1, "{0}")}
 #: Op types with a scalar device function, by arity.
-UNARY = tuple(_unary(_PROBE))
-BINARY = tuple(_binary(_PROBE))
-COMPARISONS = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
+UNARY = tuple(name for name, (arity, _) in _EXPRESSIONS.items() if arity == 1)
+BINARY = tuple(name for name, (arity, _) in _EXPRESSIONS.items() if arity == 2)
+
+
+def device_source(op_type: str) -> str:
+    """Python source of ``op_type``'s scalar device function."""
+    arity, expr = _EXPRESSIONS[op_type]
+    args = [f"x{k}" for k in range(arity)]
+    return f"def scalar_{op_type.lower()}({', '.join(args)}):\n" \
+           f"    return {expr.format(*args)}\n"
 
 
 @functools.lru_cache(maxsize=None)
 def scalar_fn(op_type: str, dtype: np.dtype):
     """The device function of ``op_type`` on scalars of ``dtype``."""
-    table = _unary(dtype) if op_type in UNARY else _binary(dtype)
-    return cuda.jit(device=True)(table[op_type])
+    namespace = _primitives(dtype)
+    exec(compile(device_source(op_type), f"<{op_type} {dtype}>", "exec"), namespace)
+    return cuda.jit(device=True)(namespace[f"scalar_{op_type.lower()}"])
