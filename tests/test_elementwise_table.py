@@ -7,7 +7,6 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 import dataflow as df
