@@ -30,7 +30,7 @@ import time
 from .. import errors
 from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, RECV, SEND,
                    SWITCH, TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE,
-                   Plan)
+                   NodeInfo, Plan)
 
 import numpy as np
 
@@ -74,6 +74,10 @@ class _Int32Cache(dict):
 
 
 _INT32 = _Int32Cache()
+
+# Field positions in Plan.node_tuples, for the two hot helpers that read one field.
+_BASE = NodeInfo._fields.index("base")
+_EDGES = NodeInfo._fields.index("edges")
 
 
 class FrameState:
@@ -127,7 +131,10 @@ class Executor:
         # Optional fast path of a rendezvous: take a value that is already there.
         self._poll = getattr(rendezvous, "poll", None)
         self._path_of = (None, ())    # (iteration, its frame path): the last one computed
-        self.nodes = plan.nodes
+        self.nodes = plan.nodes       # gid -> NodeInfo, read by field name
+        # The same as plain tuples (they unpack fastest, see plan._plain_tuples): the
+        # scheduler unpacks them, and the hot helpers index them with _BASE/_EDGES.
+        self.node_tuples = plan.node_tuples
         self.pool = pool
         self.templates = templates   # per-run {FramePlan: input template}, feeds filled in
         self.ready: list = []
@@ -161,7 +168,7 @@ class Executor:
 
     def _loop(self, deadline):
         """The scheduler. Every role is handled inline: this loop runs millions of times."""
-        nodes = self.nodes
+        nodes = self.node_tuples
         ready = self.ready
         pop = ready.pop
         push = ready.append
@@ -213,17 +220,11 @@ class Executor:
                     if not node_dead:
                         out = value if nout == 1 else (value, _INT32[inputs[base + 1]])
                 elif role == NEXT_ITERATION:
-                    target = None if node_dead else self._next_iteration_target(edges,
-                                                                                inputs[base], it)
                     out = inputs[base]
+                    target = self._next_iteration_target(edges, DEAD if node_dead else out, it)
                 elif role == EXIT:
-                    if node_dead:
-                        if it.num == it.frame.iteration_count:
-                            it.frame.dead_exits.append(gid)
-                        target = None
-                    else:
-                        out = inputs[base]
-                        target = it.frame.parent_iter
+                    out = inputs[base]
+                    target = _exit_target(gid, node_dead, it)
                 elif role == ENTER:
                     self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
                     target = None
@@ -288,8 +289,7 @@ class Executor:
                         elif mode == TO_FETCH:
                             results[ds] = v
                         elif mode == TO_NEXT:
-                            if v is not DEAD:  # a dead NextIteration stops there
-                                self._pass_to_next_iteration(dg, v, target)
+                            self._pass_to_next_iteration(dg, v, target)
                         elif mode == TO_EXIT:
                             if v is DEAD:
                                 _dead_exit(dg, target)
@@ -335,8 +335,7 @@ class Executor:
             elif mode == TO_FETCH:
                 self.results[ds] = v
             elif mode == TO_NEXT:
-                if v is not DEAD:
-                    self._pass_to_next_iteration(dg, v, it)
+                self._pass_to_next_iteration(dg, v, it)
             elif mode == TO_EXIT:
                 if v is DEAD:
                     _dead_exit(dg, it)
@@ -351,7 +350,7 @@ class Executor:
         """Where a Merge becomes ready (see the module docstring)."""
         pend = it.pending
         p = pend[dl]
-        base = self.nodes[dg][2]
+        base = self.node_tuples[dg][_BASE]
         if mode == CONTROL_TO_MERGE:
             p -= 2
         elif v is DEAD:
@@ -426,10 +425,12 @@ class Executor:
         return frame_plan.inputs
 
     def _pass_to_next_iteration(self, gid, value, it):
-        """A live value reaching a NextIteration whose only input it is: what running the
-        NextIteration would do, without scheduling it (one per loop variable and
-        iteration)."""
-        edges = self.nodes[gid][5]
+        """A token reaching a NextIteration whose only input it is (a TO_NEXT edge): what
+        running the NextIteration would do, without scheduling it (one per loop variable
+        and iteration). The rule itself is :meth:`_next_iteration_target`'s."""
+        if value is DEAD:
+            return
+        edges = self.node_tuples[gid][_EDGES]
         frame = it.frame
         if it.num == frame.iteration_count:
             if frame.num_outstanding >= frame.plan.parallel_iterations:
@@ -437,16 +438,26 @@ class Executor:
                 return
             self._new_iteration(frame)
         target = frame.iterations[it.num + 1]
-        if len(edges) == 1 and edges[0][4] == TO_MERGE:
-            # The usual case: the loop variable's Merge, input 1.
-            _, dg, dl, ds, _ = edges[0]
-            self._deliver_to_merge(dg, dl, ds, TO_MERGE, value, target)
-        else:
-            self._deliver(edges, value, 1, False, target)
+        if len(edges) == 1:
+            k, dg, dl, ds, mode = edges[0]
+            if mode == TO_MERGE:  # the usual case: the loop variable's Merge, input 1
+                self._deliver_to_merge(dg, dl, ds, TO_MERGE, value, target)
+                return
+        self._deliver(edges, value, 1, False, target)
 
     def _next_iteration_target(self, edges, value, it):
-        """The iteration a live NextIteration output goes to; None when deferred because
-        ``parallel_iterations`` iterations are already in flight."""
+        """The NextIteration rule: the iteration a NextIteration's output ``value`` (in
+        iteration ``it``, out along ``edges``) goes to, or None.
+
+        A dead token stops here: it does not start iteration n + 1. A live one goes to
+        iteration n + 1, which it starts if n is the newest, unless
+        ``parallel_iterations`` iterations are in flight: then it waits in
+        ``next_iter_roots`` until ``_cleanup`` frees one (None here too). The only
+        decision of the rule; its callers are the NEXT_ITERATION role in :meth:`_loop`
+        and :meth:`_pass_to_next_iteration` (TO_NEXT edges).
+        """
+        if value is DEAD:
+            return None
         frame = it.frame
         if it.num == frame.iteration_count:
             if frame.num_outstanding >= frame.plan.parallel_iterations:
@@ -507,7 +518,7 @@ class Executor:
     def _frame_done(self, frame):
         parent_it = frame.parent_iter
         for gid in frame.dead_exits:
-            self._deliver(self.nodes[gid][5], None, 1, True, parent_it)
+            self._deliver(self.nodes[gid].edges, None, 1, True, parent_it)
         frame.dead_exits = []
         del parent_it.children[frame.plan.name]
         parent_it.outstanding_frames -= 1
@@ -586,7 +597,7 @@ class Executor:
         try:
             gid, it, out, exc = self.done_queue.get(timeout=timeout)
         except queue.Empty:
-            waiting = self.nodes[self.last_launched][0] == RECV
+            waiting = self.nodes[self.last_launched].role == RECV
             raise self._deadline_error(self.plan.ops[self.last_launched],
                                        " while waiting for a Recv" if waiting else
                                        " while this kernel ran on a worker thread") from None
@@ -595,7 +606,8 @@ class Executor:
             raise self._kernel_error(gid, exc)
         # A Recv of a dead token hands back DEAD: all its outputs are dead.
         dead = out is DEAD
-        self._deliver(self.nodes[gid][5], None if dead else out, self.nodes[gid][6], dead, it)
+        node = self.nodes[gid]
+        self._deliver(node.edges, None if dead else out, node.nout, dead, it)
         it.outstanding -= 1
         if not it.outstanding and not it.is_root:
             self._cleanup(it)
@@ -635,10 +647,26 @@ def frame_path(it) -> tuple:
     return path
 
 
+def _exit_target(gid, node_dead, it):
+    """The Exit rule: the iteration Exit ``gid``'s output in iteration ``it`` goes to, or None.
+
+    A live token goes to the parent iteration at once. A dead one is held back: only
+    the newest iteration's dead Exits are kept (``frame.dead_exits``; a new iteration
+    clears them, the loop went on), and :meth:`Executor._frame_done` delivers them to the
+    parent, dead, when the frame is done. Its callers are the EXIT role in
+    :meth:`Executor._loop` and the dead case of TO_EXIT edges (every iteration but the
+    last sends one), in both copies of the delivery loop and :meth:`Executor._deliver`.
+    """
+    if not node_dead:
+        return it.frame.parent_iter
+    _dead_exit(gid, it)
+    return None
+
+
 def _dead_exit(gid, it):
-    """A dead token reaching an Exit whose only input it is: what running the Exit would
-    do, without scheduling it (every iteration but the last sends one). Only the newest
-    iteration's dead Exits are kept; they reach the parent when the frame completes."""
+    """A dead token at Exit ``gid`` in iteration ``it`` (the dead half of
+    :func:`_exit_target`, called directly for TO_EXIT edges): kept only if ``it`` is
+    the newest iteration of its frame."""
     frame = it.frame
     if it.num == frame.iteration_count:
         frame.dead_exits.append(gid)
