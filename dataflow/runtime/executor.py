@@ -17,6 +17,11 @@ is the :data:`DEAD` sentinel. The rules (see ``dataflow/spec/SEMANTICS.md``):
 * at most ``parallel_iterations`` iterations of a frame are in flight;
   finished iterations and frames are freed at once.
 
+The run-time state (pending and dead counts per node, the Merge encoding, what
+keeps an iteration or a frame alive) is described in the block comment above
+:class:`FrameState`; the checklists in ``SEMANTICS.md`` list what to change
+together when the dead-signal rules change or a role is added.
+
 The whole scheduler runs on the calling thread; only large kernels are handed
 to worker threads (their results come back through a queue), so no locks are
 needed on the hot path and results never depend on scheduling.
@@ -80,46 +85,145 @@ _BASE = NodeInfo._fields.index("base")
 _EDGES = NodeInfo._fields.index("edges")
 
 
+# The run-time state
+# ------------------
+# A run is a tree of frame instances (FrameState): the root frame, and one instance
+# of a while loop's frame per parent iteration that enters it. Each frame instance
+# holds its live iterations (IterationState). A node is identified at run time by
+# (gid, iteration): the scheduler's ready list holds such pairs, and the tag of a
+# token is implicit in which iteration's buffers it sits.
+#
+# Static layout (dataflow/runtime/plan.py). Every node of a frame has a local index
+# `local` (into the iteration's `pending` and `dead` lists) and an input slot range
+# `[base, end)` in the iteration's `inputs` list. FramePlan.pending holds each
+# node's initial pending count and FramePlan.inputs the initial slot contents
+# (folded constants); an iteration starts from copies of the frame's templates.
+#
+# Per node and iteration:
+#
+#   pending[local]  How many input tokens the node still waits for.
+#       A non-Merge node starts at (data inputs that are not folded constants or
+#       feeds) + (control inputs): every token, live or dead, data or control,
+#       counts down by 1 (TO_NODE edges: the delivery loops in _loop and _deliver).
+#       The node is ready when it reaches 0: whoever takes it to 0 pushes
+#       (gid, iteration) onto the ready list and counts it in `outstanding`.
+#       Plan-time adjustments: _drop_implied_control_edges removes control edges
+#       (and their counts) that a data edge already implies; constant loop
+#       invariants that cannot complete a node alone are taken out of the frame's
+#       pending_template (_add_invariant). A node reached only by a TO_EXIT or
+#       TO_NEXT edge (an Exit or NextIteration with one input and no control
+#       input) never counts down: the edge decides at once (see the edge modes).
+#
+#       A Merge starts at 2*len(control inputs) + 1. Each control input takes 2
+#       (CONTROL_TO_MERGE, whatever its deadness); the low bit set means "no data
+#       input decided yet". The first live data input clears the bit and writes
+#       its value and index into slots base and base + 1; a dead data input clears
+#       it (and writes DEAD into slot base) only if it comes from an Enter
+#       (TO_MERGE_FROM_ENTER) or it is the last data input and all were dead. Once
+#       the bit is clear every later data input is ignored. So the Merge is ready
+#       at 0: all control inputs in and its data input decided
+#       (_deliver_to_merge is the only code that reads or writes a Merge's count).
+#
+#   dead[local]     How many dead tokens the node has received (never decremented).
+#       A non-Merge node runs dead (computes nothing, all its outputs dead) when it
+#       is > 0; ControlTrigger ignores it. For a Merge it counts dead *data*
+#       inputs only, compared with plan.merge_num_inputs; the Merge is dead when
+#       the value in its slot `base` is DEAD. Dead constant loop invariants are
+#       baked into the frame's dead_template.
+#
+#   inputs[base:end] The node's input values, written by the delivery code
+#       (a control edge writes nothing: slot -1). Loop iterations drop the whole
+#       list when freed; root-frame NORMAL nodes clear their slots once they ran
+#       (NodeInfo.clear), so large arrays go as early as possible.
+#
+# Per iteration (IterationState):
+#
+#   outstanding     Nodes of this iteration that are on the ready list or running
+#       (on a worker thread, or a Recv waiting for its value). Incremented at
+#       every push onto the ready list (the delivery code, _deliver_to_merge,
+#       run() for the root's initial nodes); decremented by the scheduler once the
+#       node's outputs are delivered (end of the _loop body, _wait_for_worker).
+#   outstanding_frames  Child frame instances started by this iteration's Enters
+#       that are not done: +1 in _enter when the instance is created, -1 in
+#       _frame_done.
+#   An iteration is done (_cleanup) when outstanding == 0, outstanding_frames == 0
+#   and its predecessor is done (for iteration 0: every Enter of the frame
+#   instance has run, pending_enters == 0). Done iterations are freed in order,
+#   oldest first. _cleanup runs when outstanding drops to 0, when the last Enter
+#   arrives, and when a child frame is done. The root iteration is never freed:
+#   the run ends when the ready list is empty and nothing is in flight.
+#
+# Per frame instance (FrameState):
+#
+#   iteration_count  The newest iteration started (-1 before iteration 0).
+#   iterations       {num: IterationState} of the live (not yet freed) iterations.
+#   num_outstanding  len(iterations): +1 in _new_iteration, -1 in _cleanup. A live
+#       NextIteration token of the newest iteration starts a new one only while
+#       num_outstanding < parallel_iterations; otherwise it is deferred.
+#   next_iter_roots  The deferred live NextIteration outputs, (edges, value): the
+#       next iteration gets them when it starts (_new_iteration), which _cleanup
+#       does as soon as it frees an iteration.
+#   pending_enters   Enters of the frame that have not run yet in the parent
+#       iteration (FramePlan.num_enters at the start, -1 in _enter).
+#   invariants       (edges, value, dead) of constant Enters (loop invariants) that
+#       every iteration started from now on must receive through delivery;
+#       _new_iteration delivers them.
+#   template, pending_template, dead_template  What _new_iteration copies into a
+#       new iteration: input slots (feeds and folded loop invariants filled in),
+#       pending counts and dead counts. They are the FramePlan's shared lists until
+#       the first invariant is folded in (_add_invariant copies them then).
+#   dead_exits       Exits that got a dead token in the newest iteration
+#       (_dead_exit); _new_iteration clears them (the loop went on) and
+#       _frame_done delivers them, dead, to the parent (the loop's dead outputs).
+#   A frame instance is done when num_outstanding == 0 and pending_enters == 0
+#   (end of _cleanup): _frame_done delivers its dead Exits, removes it from the
+#   parent iteration's children and lets the parent iteration finish.
+
+
 class FrameState:
-    """A live instance of a while-loop frame (one per parent iteration that entered it)."""
+    """A live instance of a while-loop frame (one per parent iteration that entered it).
+
+    Its fields are described in the block comment above.
+    """
 
     __slots__ = ("plan", "parent_iter", "iterations", "iteration_count", "num_outstanding",
                  "pending_enters", "invariants", "next_iter_roots", "dead_exits", "template",
                  "pending_template", "dead_template")
 
     def __init__(self, plan, parent_iter, template):
-        self.plan = plan
-        # What a new iteration copies: input slots (feeds and loop invariants filled in),
-        # pending counts and dead counts (both net of the invariants already baked in).
-        self.template = template
-        self.pending_template = plan.pending
-        self.dead_template = [0] * len(plan.pending)
-        self.parent_iter = parent_iter
-        self.iterations = {}
-        self.iteration_count = -1
-        self.num_outstanding = 0
-        self.pending_enters = plan.num_enters
+        self.plan = plan                  # the FramePlan (static layout, parallel_iterations)
+        self.template = template          # input slots a new iteration copies
+        self.pending_template = plan.pending   # pending counts a new iteration copies
+        self.dead_template = [0] * len(plan.pending)   # dead counts a new iteration copies
+        self.parent_iter = parent_iter    # the IterationState that entered it (None: root)
+        self.iterations = {}              # num -> IterationState, live iterations only
+        self.iteration_count = -1         # the newest iteration started
+        self.num_outstanding = 0          # live iterations (<= parallel_iterations)
+        self.pending_enters = plan.num_enters   # Enters not yet run
         self.invariants = []        # (edges, value, dead) delivered to every new iteration
-        self.next_iter_roots = []   # deferred NextIteration outputs: (gid, value)
-        self.dead_exits = []        # dead Exit gids of the newest iteration
+        self.next_iter_roots = []   # deferred NextIteration outputs: (edges, value)
+        self.dead_exits = []        # Exit gids that got a dead token in the newest iteration
 
 
 class IterationState:
-    """Input buffers and pending counts of one iteration of one frame."""
+    """Input buffers and pending counts of one iteration of one frame.
+
+    Its fields are described in the block comment above :class:`FrameState`.
+    """
 
     __slots__ = ("frame", "num", "inputs", "pending", "dead", "outstanding",
                  "outstanding_frames", "children", "is_root")
 
     def __init__(self, frame, num, inputs, pending, dead):
-        self.frame = frame
-        self.is_root = frame.parent_iter is None
-        self.num = num
-        self.inputs = inputs
-        self.pending = pending
-        self.dead = dead
-        self.outstanding = 0
-        self.outstanding_frames = 0
-        self.children = None
+        self.frame = frame                # its FrameState
+        self.is_root = frame.parent_iter is None   # the root iteration is never freed
+        self.num = num                    # iteration number within the frame instance
+        self.inputs = inputs              # input slots of every node of the frame
+        self.pending = pending            # local -> tokens still awaited (Merge: encoded)
+        self.dead = dead                  # local -> dead tokens received
+        self.outstanding = 0              # its nodes ready or running
+        self.outstanding_frames = 0       # child frame instances not done
+        self.children = None              # frame name -> FrameState, made on first Enter
 
 
 class Executor:
@@ -239,6 +343,12 @@ class Executor:
                             node_dead, out = 1, None
                 else:  # ControlTrigger: never dead
                     node_dead = 0
+                # Delivery: the outputs (or the deadness) go along the out-edges into
+                # iteration `target` (None: nothing to deliver now). These two loops are
+                # inline copies of _deliver, the one for other callers: change the three
+                # together (tests/test_executor.py checks that they agree on every edge
+                # mode). Calling _deliver here instead costs 1.7% more instructions per
+                # scalar-loop iteration and 3.3% on cond-in-while (callgrind).
                 if target is None:
                     pass
                 elif nout == 1 and not node_dead:
@@ -267,7 +377,7 @@ class Executor:
                 else:
                     tinputs = target.inputs
                     tpend = target.pending
-                    for k, dg, dl, ds, mode in edges:
+                    for k, dg, dl, ds, mode in edges:  # the same as _deliver's loop
                         if node_dead:
                             v = DEAD
                         elif k < 0:
@@ -310,7 +420,12 @@ class Executor:
     def _deliver(self, edges, out, nout, node_dead, it):
         """Send a node's outputs (or its death) along ``edges`` into iteration ``it``.
 
-        The same logic as the inline copy in :meth:`_loop`, for the less frequent callers.
+        ``out`` is the node's output (``nout == 1``) or tuple of outputs; a control edge
+        (``out_index < 0``) carries None, and every edge carries DEAD when ``node_dead``.
+        The delivery rule per edge mode (``plan.TO_*``) lives here and in two inline copies
+        in :meth:`_loop` (its live single-output fast path and its general loop, which
+        this loop repeats line for line): change the three together.
+        ``tests/test_executor.py`` drives both and checks that they leave the same state.
         """
         ready = self.ready
         for k, dg, dl, ds, mode in edges:
@@ -323,6 +438,8 @@ class Executor:
             else:
                 v = out[k]
             if mode == TO_NODE:
+                # Count down; a dead token counts as dead, a live one fills its slot
+                # (a control edge fills none); the node is ready at 0.
                 if v is DEAD:
                     it.dead[dl] += 1
                 elif ds >= 0:
@@ -332,22 +449,28 @@ class Executor:
                 if not p:
                     ready.append((dg, it))
                     it.outstanding += 1
-            elif mode == TO_FETCH:
+            elif mode == TO_FETCH:  # a result (DEAD: Session.run raises for it)
                 self.results[ds] = v
-            elif mode == TO_NEXT:
+            elif mode == TO_NEXT:  # the NextIteration rule, without scheduling the node
                 self._pass_to_next_iteration(dg, v, it)
             elif mode == TO_EXIT:
+                # The Exit's only input: a live token schedules it at once (its pending
+                # count is never used); a dead one takes the Exit rule's dead half.
                 if v is DEAD:
                     _dead_exit(dg, it)
                 else:
                     it.inputs[ds] = v
                     ready.append((dg, it))
                     it.outstanding += 1
-            else:
+            else:  # TO_MERGE, TO_MERGE_FROM_ENTER, CONTROL_TO_MERGE
                 self._deliver_to_merge(dg, dl, ds, mode, v, it)
 
     def _deliver_to_merge(self, dg, dl, index, mode, v, it):
-        """Where a Merge becomes ready (see the module docstring)."""
+        """A data or control token ``v`` reaching Merge ``dg`` through input ``index``.
+
+        The only code that reads or writes a Merge's pending count; its encoding
+        (``2 * len(control inputs) + 1``, low bit: no data input decided yet) is described
+        in the block comment above :class:`FrameState`."""
         pend = it.pending
         p = pend[dl]
         base = self.node_tuples[dg][_BASE]
@@ -427,7 +550,13 @@ class Executor:
     def _pass_to_next_iteration(self, gid, value, it):
         """A token reaching a NextIteration whose only input it is (a TO_NEXT edge): what
         running the NextIteration would do, without scheduling it (one per loop variable
-        and iteration). The rule itself is :meth:`_next_iteration_target`'s."""
+        and iteration).
+
+        The decision below is an inline copy of :meth:`_next_iteration_target` (the
+        NextIteration rule; change both together): this runs once per loop variable and
+        iteration, and the extra call cost 1.3-1.8% more instructions per iteration on
+        the scalar and cond-in-while loops (callgrind).
+        """
         if value is DEAD:
             return
         edges = self.node_tuples[gid][_EDGES]
@@ -453,8 +582,8 @@ class Executor:
         iteration n + 1, which it starts if n is the newest, unless
         ``parallel_iterations`` iterations are in flight: then it waits in
         ``next_iter_roots`` until ``_cleanup`` frees one (None here too). The only
-        decision of the rule; its callers are the NEXT_ITERATION role in :meth:`_loop`
-        and :meth:`_pass_to_next_iteration` (TO_NEXT edges).
+        decision of the rule, called by the NEXT_ITERATION role in :meth:`_loop`;
+        :meth:`_pass_to_next_iteration` (TO_NEXT edges) has an inline copy for speed.
         """
         if value is DEAD:
             return None
@@ -484,7 +613,7 @@ class Executor:
         n = frame.num_outstanding = frame.num_outstanding + 1
         if n > self.peak_iterations:
             self.peak_iterations = n
-        if frame.dead_exits:
+        if frame.dead_exits:  # the loop went on: they were not the last iteration's
             frame.dead_exits.clear()
         if frame.next_iter_roots:
             roots, frame.next_iter_roots = frame.next_iter_roots, []
@@ -516,6 +645,9 @@ class Executor:
             self._frame_done(frame)
 
     def _frame_done(self, frame):
+        """Frame instance ``frame`` is done: the dead Exits of its last iteration reach the
+        parent iteration, dead (the last step of the Exit rule, :func:`_exit_target`), and
+        the parent iteration may finish."""
         parent_it = frame.parent_iter
         for gid in frame.dead_exits:
             self._deliver(self.nodes[gid].edges, None, 1, True, parent_it)
@@ -653,9 +785,10 @@ def _exit_target(gid, node_dead, it):
     A live token goes to the parent iteration at once. A dead one is held back: only
     the newest iteration's dead Exits are kept (``frame.dead_exits``; a new iteration
     clears them, the loop went on), and :meth:`Executor._frame_done` delivers them to the
-    parent, dead, when the frame is done. Its callers are the EXIT role in
-    :meth:`Executor._loop` and the dead case of TO_EXIT edges (every iteration but the
-    last sends one), in both copies of the delivery loop and :meth:`Executor._deliver`.
+    parent, dead, when the frame is done. Called by the EXIT role in
+    :meth:`Executor._loop`; TO_EXIT edges (an Exit with one input) call its dead half,
+    :func:`_dead_exit`, directly (every iteration but the last sends one) and schedule
+    the Exit for a live token.
     """
     if not node_dead:
         return it.frame.parent_iter
