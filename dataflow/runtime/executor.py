@@ -80,7 +80,9 @@ class _Int32Cache(dict):
 
 _INT32 = _Int32Cache()
 
-# Field positions in Plan.node_tuples, for the two hot helpers that read one field.
+# Field positions in Plan.node_tuples, for the two hot helpers that read one field once
+# per loop iteration (_deliver_to_merge, _pass_to_next_iteration): reading the NodeInfo
+# field by name there cost 2% more instructions per scalar-loop iteration (callgrind).
 _BASE = NodeInfo._fields.index("base")
 _EDGES = NodeInfo._fields.index("edges")
 

@@ -3,7 +3,8 @@
 Everything the executor's per-node loop needs is computed here, once, and
 cached by the Session: the pruned node set, each node's static frame, integer
 node ids, input-slot offsets in its frame's buffer, the pending-count and
-input templates a new iteration copies, out-edge tuples, and kernel callables.
+input templates a new iteration copies, out-edges and kernel callables (one
+:class:`NodeInfo` per node, with its :class:`Edge` s).
 
 Two rewrites keep constants off the hot path:
 
