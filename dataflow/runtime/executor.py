@@ -17,6 +17,11 @@ is the :data:`DEAD` sentinel. The rules (see ``dataflow/spec/SEMANTICS.md``):
 * at most ``parallel_iterations`` iterations of a frame are in flight;
   finished iterations and frames are freed at once.
 
+The run-time state (pending and dead counts per node, the Merge encoding, what
+keeps an iteration or a frame alive) is described in the block comment above
+:class:`FrameState`; the checklists in ``SEMANTICS.md`` list what to change
+together when the dead-signal rules change or a role is added.
+
 The whole scheduler runs on the calling thread; only large kernels are handed
 to worker threads (their results come back through a queue), so no locks are
 needed on the hot path and results never depend on scheduling.
@@ -30,7 +35,7 @@ import time
 from .. import errors
 from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, RECV, SEND,
                    SWITCH, TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE,
-                   Plan)
+                   NodeInfo, Plan)
 
 import numpy as np
 
@@ -75,47 +80,152 @@ class _Int32Cache(dict):
 
 _INT32 = _Int32Cache()
 
+# Field positions in Plan.node_tuples, for the two hot helpers that read one field once
+# per loop iteration (_deliver_to_merge, _pass_to_next_iteration): reading the NodeInfo
+# field by name there cost 2% more instructions per scalar-loop iteration (callgrind).
+_BASE = NodeInfo._fields.index("base")
+_EDGES = NodeInfo._fields.index("edges")
+
+
+# The run-time state
+# ------------------
+# A run is a tree of frame instances (FrameState): the root frame, and one instance
+# of a while loop's frame per parent iteration that enters it. Each frame instance
+# holds its live iterations (IterationState). A node is identified at run time by
+# (gid, iteration): the scheduler's ready list holds such pairs, and the tag of a
+# token is implicit in which iteration's buffers it sits.
+#
+# Static layout (dataflow/runtime/plan.py). Every node of a frame has a local index
+# `local` (into the iteration's `pending` and `dead` lists) and an input slot range
+# `[base, end)` in the iteration's `inputs` list. FramePlan.pending holds each
+# node's initial pending count and FramePlan.inputs the initial slot contents
+# (folded constants); an iteration starts from copies of the frame's templates.
+#
+# Per node and iteration:
+#
+#   pending[local]  How many input tokens the node still waits for.
+#       A non-Merge node starts at (data inputs that are not folded constants or
+#       feeds) + (control inputs): every token, live or dead, data or control,
+#       counts down by 1 (TO_NODE edges: the delivery loops in _loop and _deliver).
+#       The node is ready when it reaches 0: whoever takes it to 0 pushes
+#       (gid, iteration) onto the ready list and counts it in `outstanding`.
+#       Plan-time adjustments: _drop_implied_control_edges removes control edges
+#       (and their counts) that a data edge already implies; constant loop
+#       invariants that cannot complete a node alone are taken out of the frame's
+#       pending_template (_add_invariant). A node reached only by a TO_EXIT or
+#       TO_NEXT edge (an Exit or NextIteration with one input and no control
+#       input) never counts down: the edge decides at once (see the edge modes).
+#
+#       A Merge starts at 2*len(control inputs) + 1. Each control input takes 2
+#       (CONTROL_TO_MERGE, whatever its deadness); the low bit set means "no data
+#       input decided yet". The first live data input clears the bit and writes
+#       its value and index into slots base and base + 1; a dead data input clears
+#       it (and writes DEAD into slot base) only if it comes from an Enter
+#       (TO_MERGE_FROM_ENTER) or it is the last data input and all were dead. Once
+#       the bit is clear every later data input is ignored. So the Merge is ready
+#       at 0: all control inputs in and its data input decided
+#       (_deliver_to_merge is the only code that reads or writes a Merge's count).
+#
+#   dead[local]     How many dead tokens the node has received (never decremented).
+#       A non-Merge node runs dead (computes nothing, all its outputs dead) when it
+#       is > 0; ControlTrigger ignores it. For a Merge it counts dead *data*
+#       inputs only, compared with plan.merge_num_inputs; the Merge is dead when
+#       the value in its slot `base` is DEAD. Dead constant loop invariants are
+#       baked into the frame's dead_template.
+#
+#   inputs[base:end] The node's input values, written by the delivery code
+#       (a control edge writes nothing: slot -1). Loop iterations drop the whole
+#       list when freed; root-frame NORMAL nodes clear their slots once they ran
+#       (NodeInfo.clear), so large arrays go as early as possible.
+#
+# Per iteration (IterationState):
+#
+#   outstanding     Nodes of this iteration that are on the ready list or running
+#       (on a worker thread, or a Recv waiting for its value). Incremented at
+#       every push onto the ready list (the delivery code, _deliver_to_merge,
+#       run() for the root's initial nodes); decremented by the scheduler once the
+#       node's outputs are delivered (end of the _loop body, _wait_for_worker).
+#   outstanding_frames  Child frame instances started by this iteration's Enters
+#       that are not done: +1 in _enter when the instance is created, -1 in
+#       _frame_done.
+#   An iteration is done (_cleanup) when outstanding == 0, outstanding_frames == 0
+#   and its predecessor is done (for iteration 0: every Enter of the frame
+#   instance has run, pending_enters == 0). Done iterations are freed in order,
+#   oldest first. _cleanup runs when outstanding drops to 0, when the last Enter
+#   arrives, and when a child frame is done. The root iteration is never freed:
+#   the run ends when the ready list is empty and nothing is in flight.
+#
+# Per frame instance (FrameState):
+#
+#   iteration_count  The newest iteration started (-1 before iteration 0).
+#   iterations       {num: IterationState} of the live (not yet freed) iterations.
+#   num_outstanding  len(iterations): +1 in _new_iteration, -1 in _cleanup. A live
+#       NextIteration token of the newest iteration starts a new one only while
+#       num_outstanding < parallel_iterations; otherwise it is deferred.
+#   next_iter_roots  The deferred live NextIteration outputs, (edges, value): the
+#       next iteration gets them when it starts (_new_iteration), which _cleanup
+#       does as soon as it frees an iteration.
+#   pending_enters   Enters of the frame that have not run yet in the parent
+#       iteration (FramePlan.num_enters at the start, -1 in _enter).
+#   invariants       (edges, value, dead) of constant Enters (loop invariants) that
+#       every iteration started from now on must receive through delivery;
+#       _new_iteration delivers them.
+#   template, pending_template, dead_template  What _new_iteration copies into a
+#       new iteration: input slots (feeds and folded loop invariants filled in),
+#       pending counts and dead counts. They are the FramePlan's shared lists until
+#       the first invariant is folded in (_add_invariant copies them then).
+#   dead_exits       Exits that got a dead token in the newest iteration
+#       (_dead_exit); _new_iteration clears them (the loop went on) and
+#       _frame_done delivers them, dead, to the parent (the loop's dead outputs).
+#   A frame instance is done when num_outstanding == 0 and pending_enters == 0
+#   (end of _cleanup): _frame_done delivers its dead Exits, removes it from the
+#   parent iteration's children and lets the parent iteration finish.
+
 
 class FrameState:
-    """A live instance of a while-loop frame (one per parent iteration that entered it)."""
+    """A live instance of a while-loop frame (one per parent iteration that entered it).
+
+    Its fields are described in the block comment above.
+    """
 
     __slots__ = ("plan", "parent_iter", "iterations", "iteration_count", "num_outstanding",
                  "pending_enters", "invariants", "next_iter_roots", "dead_exits", "template",
                  "pending_template", "dead_template")
 
     def __init__(self, plan, parent_iter, template):
-        self.plan = plan
-        # What a new iteration copies: input slots (feeds and loop invariants filled in),
-        # pending counts and dead counts (both net of the invariants already baked in).
-        self.template = template
-        self.pending_template = plan.pending
-        self.dead_template = [0] * len(plan.pending)
-        self.parent_iter = parent_iter
-        self.iterations = {}
-        self.iteration_count = -1
-        self.num_outstanding = 0
-        self.pending_enters = plan.num_enters
+        self.plan = plan                  # the FramePlan (static layout, parallel_iterations)
+        self.template = template          # input slots a new iteration copies
+        self.pending_template = plan.pending   # pending counts a new iteration copies
+        self.dead_template = [0] * len(plan.pending)   # dead counts a new iteration copies
+        self.parent_iter = parent_iter    # the IterationState that entered it (None: root)
+        self.iterations = {}              # num -> IterationState, live iterations only
+        self.iteration_count = -1         # the newest iteration started
+        self.num_outstanding = 0          # live iterations (<= parallel_iterations)
+        self.pending_enters = plan.num_enters   # Enters not yet run
         self.invariants = []        # (edges, value, dead) delivered to every new iteration
-        self.next_iter_roots = []   # deferred NextIteration outputs: (gid, value)
-        self.dead_exits = []        # dead Exit gids of the newest iteration
+        self.next_iter_roots = []   # deferred NextIteration outputs: (edges, value)
+        self.dead_exits = []        # Exit gids that got a dead token in the newest iteration
 
 
 class IterationState:
-    """Input buffers and pending counts of one iteration of one frame."""
+    """Input buffers and pending counts of one iteration of one frame.
+
+    Its fields are described in the block comment above :class:`FrameState`.
+    """
 
     __slots__ = ("frame", "num", "inputs", "pending", "dead", "outstanding",
                  "outstanding_frames", "children", "is_root")
 
     def __init__(self, frame, num, inputs, pending, dead):
-        self.frame = frame
-        self.is_root = frame.parent_iter is None
-        self.num = num
-        self.inputs = inputs
-        self.pending = pending
-        self.dead = dead
-        self.outstanding = 0
-        self.outstanding_frames = 0
-        self.children = None
+        self.frame = frame                # its FrameState
+        self.is_root = frame.parent_iter is None   # the root iteration is never freed
+        self.num = num                    # iteration number within the frame instance
+        self.inputs = inputs              # input slots of every node of the frame
+        self.pending = pending            # local -> tokens still awaited (Merge: encoded)
+        self.dead = dead                  # local -> dead tokens received
+        self.outstanding = 0              # its nodes ready or running
+        self.outstanding_frames = 0       # child frame instances not done
+        self.children = None              # frame name -> FrameState, made on first Enter
 
 
 class Executor:
@@ -127,7 +237,10 @@ class Executor:
         # Optional fast path of a rendezvous: take a value that is already there.
         self._poll = getattr(rendezvous, "poll", None)
         self._path_of = (None, ())    # (iteration, its frame path): the last one computed
-        self.nodes = plan.nodes
+        self.nodes = plan.nodes       # gid -> NodeInfo, read by field name
+        # The same as plain tuples (they unpack fastest, see plan._plain_tuples): the
+        # scheduler unpacks them, and the hot helpers index them with _BASE/_EDGES.
+        self.node_tuples = plan.node_tuples
         self.pool = pool
         self.templates = templates   # per-run {FramePlan: input template}, feeds filled in
         self.ready: list = []
@@ -161,7 +274,7 @@ class Executor:
 
     def _loop(self, deadline):
         """The scheduler. Every role is handled inline: this loop runs millions of times."""
-        nodes = self.nodes
+        nodes = self.node_tuples
         ready = self.ready
         pop = ready.pop
         push = ready.append
@@ -213,17 +326,11 @@ class Executor:
                     if not node_dead:
                         out = value if nout == 1 else (value, _INT32[inputs[base + 1]])
                 elif role == NEXT_ITERATION:
-                    target = None if node_dead else self._next_iteration_target(edges,
-                                                                                inputs[base], it)
                     out = inputs[base]
+                    target = self._next_iteration_target(edges, DEAD if node_dead else out, it)
                 elif role == EXIT:
-                    if node_dead:
-                        if it.num == it.frame.iteration_count:
-                            it.frame.dead_exits.append(gid)
-                        target = None
-                    else:
-                        out = inputs[base]
-                        target = it.frame.parent_iter
+                    out = inputs[base]
+                    target = _exit_target(gid, node_dead, it)
                 elif role == ENTER:
                     self._enter(gid, edges, DEAD if node_dead else inputs[base], node_dead, it)
                     target = None
@@ -238,6 +345,12 @@ class Executor:
                             node_dead, out = 1, None
                 else:  # ControlTrigger: never dead
                     node_dead = 0
+                # Delivery: the outputs (or the deadness) go along the out-edges into
+                # iteration `target` (None: nothing to deliver now). These two loops are
+                # inline copies of _deliver, the one for other callers: change the three
+                # together (tests/test_executor.py checks that they agree on every edge
+                # mode). Calling _deliver here instead costs 1.7% more instructions per
+                # scalar-loop iteration and 3.3% on cond-in-while (callgrind).
                 if target is None:
                     pass
                 elif nout == 1 and not node_dead:
@@ -266,7 +379,7 @@ class Executor:
                 else:
                     tinputs = target.inputs
                     tpend = target.pending
-                    for k, dg, dl, ds, mode in edges:
+                    for k, dg, dl, ds, mode in edges:  # the same as _deliver's loop
                         if node_dead:
                             v = DEAD
                         elif k < 0:
@@ -288,8 +401,7 @@ class Executor:
                         elif mode == TO_FETCH:
                             results[ds] = v
                         elif mode == TO_NEXT:
-                            if v is not DEAD:  # a dead NextIteration stops there
-                                self._pass_to_next_iteration(dg, v, target)
+                            self._pass_to_next_iteration(dg, v, target)
                         elif mode == TO_EXIT:
                             if v is DEAD:
                                 _dead_exit(dg, target)
@@ -310,7 +422,12 @@ class Executor:
     def _deliver(self, edges, out, nout, node_dead, it):
         """Send a node's outputs (or its death) along ``edges`` into iteration ``it``.
 
-        The same logic as the inline copy in :meth:`_loop`, for the less frequent callers.
+        ``out`` is the node's output (``nout == 1``) or tuple of outputs; a control edge
+        (``out_index < 0``) carries None, and every edge carries DEAD when ``node_dead``.
+        The delivery rule per edge mode (``plan.TO_*``) lives here and in two inline copies
+        in :meth:`_loop` (its live single-output fast path and its general loop, which
+        this loop repeats line for line): change the three together.
+        ``tests/test_executor.py`` drives both and checks that they leave the same state.
         """
         ready = self.ready
         for k, dg, dl, ds, mode in edges:
@@ -323,6 +440,8 @@ class Executor:
             else:
                 v = out[k]
             if mode == TO_NODE:
+                # Count down; a dead token counts as dead, a live one fills its slot
+                # (a control edge fills none); the node is ready at 0.
                 if v is DEAD:
                     it.dead[dl] += 1
                 elif ds >= 0:
@@ -332,26 +451,31 @@ class Executor:
                 if not p:
                     ready.append((dg, it))
                     it.outstanding += 1
-            elif mode == TO_FETCH:
+            elif mode == TO_FETCH:  # a result (DEAD: Session.run raises for it)
                 self.results[ds] = v
-            elif mode == TO_NEXT:
-                if v is not DEAD:
-                    self._pass_to_next_iteration(dg, v, it)
+            elif mode == TO_NEXT:  # the NextIteration rule, without scheduling the node
+                self._pass_to_next_iteration(dg, v, it)
             elif mode == TO_EXIT:
+                # The Exit's only input: a live token schedules it at once (its pending
+                # count is never used); a dead one takes the Exit rule's dead half.
                 if v is DEAD:
                     _dead_exit(dg, it)
                 else:
                     it.inputs[ds] = v
                     ready.append((dg, it))
                     it.outstanding += 1
-            else:
+            else:  # TO_MERGE, TO_MERGE_FROM_ENTER, CONTROL_TO_MERGE
                 self._deliver_to_merge(dg, dl, ds, mode, v, it)
 
     def _deliver_to_merge(self, dg, dl, index, mode, v, it):
-        """Where a Merge becomes ready (see the module docstring)."""
+        """A data or control token ``v`` reaching Merge ``dg`` through input ``index``.
+
+        The only code that reads or writes a Merge's pending count; its encoding
+        (``2 * len(control inputs) + 1``, low bit: no data input decided yet) is described
+        in the block comment above :class:`FrameState`."""
         pend = it.pending
         p = pend[dl]
-        base = self.nodes[dg][2]
+        base = self.node_tuples[dg][_BASE]
         if mode == CONTROL_TO_MERGE:
             p -= 2
         elif v is DEAD:
@@ -426,10 +550,18 @@ class Executor:
         return frame_plan.inputs
 
     def _pass_to_next_iteration(self, gid, value, it):
-        """A live value reaching a NextIteration whose only input it is: what running the
-        NextIteration would do, without scheduling it (one per loop variable and
-        iteration)."""
-        edges = self.nodes[gid][5]
+        """A token reaching a NextIteration whose only input it is (a TO_NEXT edge): what
+        running the NextIteration would do, without scheduling it (one per loop variable
+        and iteration).
+
+        The decision below is an inline copy of :meth:`_next_iteration_target` (the
+        NextIteration rule; change both together): this runs once per loop variable and
+        iteration, and the extra call cost 1.3-1.8% more instructions per iteration on
+        the scalar and cond-in-while loops (callgrind).
+        """
+        if value is DEAD:
+            return
+        edges = self.node_tuples[gid][_EDGES]
         frame = it.frame
         if it.num == frame.iteration_count:
             if frame.num_outstanding >= frame.plan.parallel_iterations:
@@ -437,16 +569,26 @@ class Executor:
                 return
             self._new_iteration(frame)
         target = frame.iterations[it.num + 1]
-        if len(edges) == 1 and edges[0][4] == TO_MERGE:
-            # The usual case: the loop variable's Merge, input 1.
-            _, dg, dl, ds, _ = edges[0]
-            self._deliver_to_merge(dg, dl, ds, TO_MERGE, value, target)
-        else:
-            self._deliver(edges, value, 1, False, target)
+        if len(edges) == 1:
+            k, dg, dl, ds, mode = edges[0]
+            if mode == TO_MERGE:  # the usual case: the loop variable's Merge, input 1
+                self._deliver_to_merge(dg, dl, ds, TO_MERGE, value, target)
+                return
+        self._deliver(edges, value, 1, False, target)
 
     def _next_iteration_target(self, edges, value, it):
-        """The iteration a live NextIteration output goes to; None when deferred because
-        ``parallel_iterations`` iterations are already in flight."""
+        """The NextIteration rule: the iteration a NextIteration's output ``value`` (in
+        iteration ``it``, out along ``edges``) goes to, or None.
+
+        A dead token stops here: it does not start iteration n + 1. A live one goes to
+        iteration n + 1, which it starts if n is the newest, unless
+        ``parallel_iterations`` iterations are in flight: then it waits in
+        ``next_iter_roots`` until ``_cleanup`` frees one (None here too). The only
+        decision of the rule, called by the NEXT_ITERATION role in :meth:`_loop`;
+        :meth:`_pass_to_next_iteration` (TO_NEXT edges) has an inline copy for speed.
+        """
+        if value is DEAD:
+            return None
         frame = it.frame
         if it.num == frame.iteration_count:
             if frame.num_outstanding >= frame.plan.parallel_iterations:
@@ -473,7 +615,7 @@ class Executor:
         n = frame.num_outstanding = frame.num_outstanding + 1
         if n > self.peak_iterations:
             self.peak_iterations = n
-        if frame.dead_exits:
+        if frame.dead_exits:  # the loop went on: they were not the last iteration's
             frame.dead_exits.clear()
         if frame.next_iter_roots:
             roots, frame.next_iter_roots = frame.next_iter_roots, []
@@ -505,9 +647,12 @@ class Executor:
             self._frame_done(frame)
 
     def _frame_done(self, frame):
+        """Frame instance ``frame`` is done: the dead Exits of its last iteration reach the
+        parent iteration, dead (the last step of the Exit rule, :func:`_exit_target`), and
+        the parent iteration may finish."""
         parent_it = frame.parent_iter
         for gid in frame.dead_exits:
-            self._deliver(self.nodes[gid][5], None, 1, True, parent_it)
+            self._deliver(self.nodes[gid].edges, None, 1, True, parent_it)
         frame.dead_exits = []
         del parent_it.children[frame.plan.name]
         parent_it.outstanding_frames -= 1
@@ -586,7 +731,7 @@ class Executor:
         try:
             gid, it, out, exc = self.done_queue.get(timeout=timeout)
         except queue.Empty:
-            waiting = self.nodes[self.last_launched][0] == RECV
+            waiting = self.nodes[self.last_launched].role == RECV
             raise self._deadline_error(self.plan.ops[self.last_launched],
                                        " while waiting for a Recv" if waiting else
                                        " while this kernel ran on a worker thread") from None
@@ -595,7 +740,8 @@ class Executor:
             raise self._kernel_error(gid, exc)
         # A Recv of a dead token hands back DEAD: all its outputs are dead.
         dead = out is DEAD
-        self._deliver(self.nodes[gid][5], None if dead else out, self.nodes[gid][6], dead, it)
+        node = self.nodes[gid]
+        self._deliver(node.edges, None if dead else out, node.nout, dead, it)
         it.outstanding -= 1
         if not it.outstanding and not it.is_root:
             self._cleanup(it)
@@ -635,10 +781,27 @@ def frame_path(it) -> tuple:
     return path
 
 
+def _exit_target(gid, node_dead, it):
+    """The Exit rule: the iteration Exit ``gid``'s output in iteration ``it`` goes to, or None.
+
+    A live token goes to the parent iteration at once. A dead one is held back: only
+    the newest iteration's dead Exits are kept (``frame.dead_exits``; a new iteration
+    clears them, the loop went on), and :meth:`Executor._frame_done` delivers them to the
+    parent, dead, when the frame is done. Called by the EXIT role in
+    :meth:`Executor._loop`; TO_EXIT edges (an Exit with one input) call its dead half,
+    :func:`_dead_exit`, directly (every iteration but the last sends one) and schedule
+    the Exit for a live token.
+    """
+    if not node_dead:
+        return it.frame.parent_iter
+    _dead_exit(gid, it)
+    return None
+
+
 def _dead_exit(gid, it):
-    """A dead token reaching an Exit whose only input it is: what running the Exit would
-    do, without scheduling it (every iteration but the last sends one). Only the newest
-    iteration's dead Exits are kept; they reach the parent when the frame completes."""
+    """A dead token at Exit ``gid`` in iteration ``it`` (the dead half of
+    :func:`_exit_target`, called directly for TO_EXIT edges): kept only if ``it`` is
+    the newest iteration of its frame."""
     frame = it.frame
     if it.num == frame.iteration_count:
         frame.dead_exits.append(gid)
