@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dataflow as df
+from dataflow.runtime.feeds import convert_feeds
 from dataflow.runtime.executor import DEAD, Executor, FrameState
 from dataflow.runtime.plan import (CONTROL_TO_MERGE, EXIT, MERGE, NEXT_ITERATION, NORMAL,
                                    TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT,
@@ -310,8 +311,8 @@ def test_control_edges_are_only_into_nodes_and_merges(program):
     graph, fetches, feeds = program.build()
     config = df.ConfigProto(fold_constants=program.fold_constants)
     with quiet_numpy(), df.Session(graph=graph, config=config) as sess:
-        feed_tensors, _ = sess._convert_feeds(feeds)
-        plan = sess._plan(list(fetches), [], feed_tensors)
+        feed_tensors, _ = convert_feeds(graph, feeds)
+        plan = sess._plans.get(graph, list(fetches), [], feed_tensors)
     role_of_mode = {TO_EXIT: EXIT, TO_NEXT: NEXT_ITERATION, TO_MERGE: MERGE,
                     TO_MERGE_FROM_ENTER: MERGE, CONTROL_TO_MERGE: MERGE}
     for node, plain in zip(plan.nodes, plan.node_tuples):

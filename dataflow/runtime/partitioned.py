@@ -155,7 +155,7 @@ def transfer_keys(plan) -> dict:
     """``{gid: (send_device, recv_device, tensor_name)}`` of the plan's Send/Recv nodes."""
     return {gid: (op.get_attr("send_device"), op.get_attr("recv_device"),
                   op.get_attr("tensor_name"))
-            for gid, op in enumerate(plan.ops) if plan.nodes[gid][0] in (SEND, RECV)}
+            for gid, op in enumerate(plan.ops) if plan.nodes[gid].role in (SEND, RECV)}
 
 
 def run_partitioned(pplan: PartitionedPlan, feed_values, deadline=None, mode="threads",

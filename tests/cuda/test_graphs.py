@@ -148,8 +148,8 @@ def test_cpu_kernels_get_host_copies_only_where_a_gpu_value_may_arrive(graph):
     with df.Session() as sess:
         plan = sess._plans.get(sess.graph, [from_gpu, host_only], [], [x])
         # Two devices: one plan per partition (a Recv brings the GPU value over).
-        fns = {p.ops[g].name: n[4] for p in plan.plans.values()
-               for g, n in enumerate(p.nodes) if n[4] is not None}
+        fns = {p.ops[g].name: n.fn for p in plan.plans.values()
+               for g, n in enumerate(p.nodes) if n.fn is not None}
         got = sess.run([from_gpu, host_only], {x: np.arange(3, dtype=np.float32)})
     assert hasattr(fns[from_gpu.op.name], "__wrapped__")
     assert not hasattr(fns[host_only.op.name], "__wrapped__")
