@@ -1,8 +1,10 @@
 """Array ops: placeholders, identity, reshaping, joining, indexing, shape queries (TF names).
 
->>> x = placeholder(float32, shape=[None, 3])
+>>> x = placeholder(df.float32, shape=[None, 3])
 >>> y = reshape(transpose(x), [-1])
 >>> first_row = x[0]
+>>> y.shape.as_list(), first_row.shape.as_list()
+([None], [3])
 """
 from __future__ import annotations
 
@@ -294,7 +296,9 @@ def _strided_slice_infer(op):
 def placeholder(dtype, shape=None, name=None) -> Tensor:
     """A tensor whose value must be fed at run time (``feed_dict={x: value}``).
 
-    >>> x = placeholder(float32, shape=[None, 784], name="x")
+    >>> x = placeholder(df.float32, shape=[None, 784], name="x")
+    >>> df.Session().run(df.shape(x), {x: np.zeros((2, 784), np.float32)})
+    array([  2, 784], dtype=int32)
     """
     attrs = {"dtype": _dtypes.as_dtype(dtype), "shape": as_shape(shape)}
     return get_default_graph().create_op("Placeholder", [], attrs,

@@ -1,10 +1,11 @@
 """``Session``: runs fetches of a graph, keeping variables across runs (``tf.Session``).
 
->>> x = placeholder(float32)
+>>> x = df.placeholder(df.float32)
 >>> y = x * 2.0
 >>> with Session() as sess:
-...     sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
-{'y': 6.0, 'both': [3.0, 6.0]}
+...     out = sess.run({"y": y, "both": [x, y]}, feed_dict={x: 3.0})
+>>> float(out["y"]), [float(v) for v in out["both"]]
+(6.0, [3.0, 6.0])
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ class ConfigProto:
     default: one executor per device, each on its own thread) or another registered
     mode (see ``dataflow/runtime/partitioned.py``):
 
-    >>> sess = Session(config=ConfigProto(fuse_elementwise=False))  # doctest: +SKIP
+    >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
+    ...     float(sess.run(df.constant(2.0) * 3.0))
+    6.0
     """
 
     def __init__(self, device_count=None, allow_soft_placement=False,

@@ -96,6 +96,7 @@ def test_matmul_shape_mismatch_names_the_node(graph):
 
 @pytest.mark.parametrize("build,inputs", [
     (lambda x: df.transpose(x, [2, 0, 1]), [(2, 3, 4)]),
+    (lambda x: df.transpose(x), [(2, 3, 4)]),            # no perm: reversed dimensions
     (lambda x: df.reshape(x, [4, -1]), [(2, 3, 4)]),
     (lambda x: df.expand_dims(x, -1), [(2, 3)]),
     (lambda x: df.squeeze(x), [(2, 1, 3)]),
