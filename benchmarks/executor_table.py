@@ -1,6 +1,6 @@
-"""Print (and optionally write to RESULTS.md) the executor benchmark table.
+"""Print the executor benchmark table (figures quoted in RESULTS.md).
 
-    python -m benchmarks.executor_table [--write]
+    python -m benchmarks.executor_table [--repeats 7]
 
 Each workload and its plain Python/NumPy baseline run interleaved in the same
 process, ``--repeats`` times; the table reports medians and their ratio.

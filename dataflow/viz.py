@@ -191,6 +191,7 @@ def graph_to_dot(graph, name="dataflow", device_of=None) -> str:
     """DOT text of every op of ``graph``; ``device_of(op)`` gives an op's device
     (default: the device it was placed on with ``df.device``, '' for none).
 
+    >>> g = df.Graph()
     >>> print(graph_to_dot(g).splitlines()[0])
     digraph "dataflow" {
     """

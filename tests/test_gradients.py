@@ -1,7 +1,7 @@
 """``df.gradients`` on whole graphs: composites, cond, second order, stopping, sources.
 
 Expected values come from central finite differences of forward runs
-(:mod:`tests.grad_check`) or from closed forms computed with NumPy.
+(:mod:`tests.op_harness`) or from closed forms computed with NumPy.
 """
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import pytest
 
 import dataflow as df
 
-from .grad_check import check_gradients, fresh_rng
+from . import op_harness
+from .op_harness import check_gradients, fresh_rng
 
 PARTIAL = [False, True, "unknown_rank"]
 
 
 def run(fetches, feed=None):
-    with df.Session() as sess:
-        sess.run(df.global_variables_initializer())
-        return sess.run(fetches, feed)
+    return op_harness.run(fetches, feed, initialize_variables=True)
 
 
 # -- composite graphs ----------------------------------------------------------------------------

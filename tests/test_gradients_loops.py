@@ -9,8 +9,7 @@ import pytest
 import dataflow as df
 from dataflow.kernels.numpy_cpu import data_flow
 
-from .grad_check import check_gradients
-from .op_harness import ops_of_type
+from .op_harness import check_gradients, ops_of_type
 
 
 @pytest.mark.parametrize("n", [0, 1, 5])

@@ -22,7 +22,7 @@ from dataflow.autodiff.registry import get_gradient_function, is_not_differentia
 from dataflow.framework.op_registry import get_op_def, registered_ops
 from dataflow.ops import grad_ops
 
-from .grad_check import check_gradients, fresh_rng
+from .op_harness import check_gradients, fresh_rng, ops_of_type, run
 
 PARTIAL = [False, True, "unknown_rank"]
 BROADCAST_PAIRS = [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 3)),
@@ -388,15 +388,45 @@ def test_prevent_gradient_raises_lookup_error(graph):
 
 
 def test_every_registered_op_has_a_gradient_or_is_declared_not_differentiable():
-    loop_ops = {"Enter", "Exit", "NextIteration"}  # while-loop gradients come later
     # Only the runtime's own ops: other tests register throwaway op types.
     runtime_ops = [t for t in registered_ops()
                    if get_op_def(t).infer.__module__.startswith("dataflow.")]
-    assert "MatMul" in runtime_ops and "Switch" in runtime_ops
-    missing = [t for t in runtime_ops if t not in loop_ops
-               and get_gradient_function(SimpleNamespace(type=t)) is None
+    assert {"MatMul", "Switch", "Merge", "Enter", "Exit", "NextIteration"} <= set(runtime_ops)
+    missing = [t for t in runtime_ops
+               if get_gradient_function(SimpleNamespace(type=t)) is None
                and not is_not_differentiable(t)]
     assert missing == []
+
+
+# -- the loop primitives: Enter, NextIteration, Exit ---------------------------------------------
+
+@pytest.mark.parametrize("partial", PARTIAL)
+@pytest.mark.parametrize("shape", [(), (2, 3)], ids=str)
+def test_loop_primitive_gradients(shape, partial):
+    """``v`` enters as a loop variable (Enter, then Merge/NextIteration every iteration,
+    Exit at the end) and ``x`` as a loop invariant (constant Enter, whose gradient sums
+    over the iterations): ``v * x**3`` after three iterations."""
+    rng, seed = fresh_rng()
+
+    def build(v, x):
+        _, out = df.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x), (0, v))
+        return out
+    check_gradients(build, [generic(rng, shape), generic(rng, shape)], partial=partial,
+                    rng=rng, seed=seed)
+
+
+def test_loop_primitive_gradient_ops(graph):
+    """Each primitive's gradient is its mirror in the backprop loop: Exit -> Enter,
+    NextIteration -> NextIteration, a constant Enter -> an accumulator leaving by Exit."""
+    v = df.placeholder(df.float64, [])
+    x = df.placeholder(df.float64, [])
+    _, out = df.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x), (0, v))
+    before = {op.type: len(ops_of_type(graph, op.type)) for op in graph.get_operations()}
+    dv, dx = df.gradients(out, [v, x])
+    added = {t: len(ops_of_type(graph, t)) - before.get(t, 0)
+             for t in ("Enter", "Exit", "NextIteration")}
+    assert all(n > 0 for n in added.values()), added
+    assert run([dv, dx], {v: 2.0, x: 1.5}) == pytest.approx([1.5 ** 3, 3 * 2.0 * 1.5 ** 2])
 
 
 # -- hypothesis: broadcasting pairs drawn at random ------------------------------------------------
@@ -415,18 +445,13 @@ def test_binary_op_gradient_random_broadcast(shapes, op_type, partial, seed):
 
 # -- the gradient helper ops' kernels --------------------------------------------------------------
 
-def _run(t):
-    with df.Session() as sess:
-        return sess.run(t)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sum_to_shape_kernel(graph, dtype):
     g = np.arange(24, dtype=dtype).reshape(2, 3, 4)
-    to_row = _run(grad_ops.sum_to_shape(g, [3, 1]))
+    to_row = run(grad_ops.sum_to_shape(g, [3, 1]))
     np.testing.assert_array_equal(to_row, g.sum(axis=(0, 2)).reshape(3, 1))
     assert to_row.dtype == dtype
-    to_scalar = _run(grad_ops.sum_to_shape(g, []))
+    to_scalar = run(grad_ops.sum_to_shape(g, []))
     assert type(to_scalar) is dtype and to_scalar == g.sum()
 
 
@@ -438,21 +463,21 @@ def test_sum_to_shape_static_shape(graph):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_broadcast_to_kernel(graph, dtype):
-    out = _run(grad_ops.broadcast_to(np.array([[1], [2]], dtype=dtype), [3, 2, 2]))
+    out = run(grad_ops.broadcast_to(np.array([[1], [2]], dtype=dtype), [3, 2, 2]))
     np.testing.assert_array_equal(out, np.broadcast_to([[1], [2]], (3, 2, 2)))
     assert out.dtype == dtype and out.flags.writeable
-    scalar = _run(grad_ops.broadcast_to(dtype(2), []))
+    scalar = run(grad_ops.broadcast_to(dtype(2), []))
     assert type(scalar) is dtype and scalar == 2
 
 
 def test_reduced_shape_kernel(graph):
-    np.testing.assert_array_equal(_run(grad_ops.reduced_shape([2, 3, 4], (0, -1))), [1, 3, 1])
-    np.testing.assert_array_equal(_run(grad_ops.reduced_shape([2, 3], None)), [1, 1])
+    np.testing.assert_array_equal(run(grad_ops.reduced_shape([2, 3, 4], (0, -1))), [1, 3, 1])
+    np.testing.assert_array_equal(run(grad_ops.reduced_shape([2, 3], None)), [1, 1])
 
 
 def test_gather_grad_kernel_sums_repeated_indices(graph):
     g = np.arange(12, dtype=np.float32).reshape(2, 3, 2)   # params (2, 4, 2), axis 1
-    out = _run(grad_ops.gather_grad(g, [3, 0, 3], [2, 4, 2], axis=1))
+    out = run(grad_ops.gather_grad(g, [3, 0, 3], [2, 4, 2], axis=1))
     expected = np.zeros((2, 4, 2), np.float32)
     np.add.at(expected, (slice(None), [3, 0, 3]), g)
     np.testing.assert_array_equal(out, expected)
@@ -462,7 +487,7 @@ def test_gather_grad_kernel_sums_repeated_indices(graph):
 def test_strided_slice_grad_kernel(graph):
     spec = (("slice", None, None, -1), ("int", 1), ("newaxis",))
     g = np.array([[1.0], [2.0], [3.0]])
-    out = _run(grad_ops.strided_slice_grad(g, [3, 2], spec))
+    out = run(grad_ops.strided_slice_grad(g, [3, 2], spec))
     np.testing.assert_array_equal(out, [[0.0, 3.0], [0.0, 2.0], [0.0, 1.0]])
 
 

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import dataflow as df
 
-from .grad_check import numeric_gradient
+from .op_harness import numeric_gradient
 
 MAX_DEPTH = 3
 MARGIN = 1e-3

@@ -8,11 +8,7 @@ import pytest
 
 import dataflow as df
 
-
-def run(fetches, feed_dict=None):
-    """Run ``fetches`` in a new Session on the default graph."""
-    with df.Session() as sess:
-        return sess.run(fetches, feed_dict)
+from .op_harness import run
 
 
 # -- Tensor ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import dataflow as df
 
-from .op_harness import MODES, run_op
+from .op_harness import MODES, run_op, tolerance
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -43,10 +43,7 @@ def assert_result(tensor, actual, expected, dtype, static_known):
     assert tensor.shape.is_compatible_with(np.shape(actual))
     if static_known:
         assert tensor.shape.as_list() == list(expected.shape)
-    tol = {np.dtype(np.float32): dict(rtol=1e-5, atol=1e-5),
-           np.dtype(np.float64): dict(rtol=1e-10, atol=1e-10)}.get(np.dtype(dtype),
-                                                                    dict(rtol=0, atol=0))
-    np.testing.assert_allclose(actual, expected, **tol)
+    np.testing.assert_allclose(actual, expected, **tolerance(dtype))
 
 
 def log_softmax_ref(x):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import dataflow as df
-
-pytestmark = pytest.mark.usefixtures("graph")
 from dataflow.ops import control_flow_ops as cf
 
-NO_HANG = df.RunOptions(timeout_in_ms=10_000)
+from .op_harness import NO_HANG
+
+pytestmark = pytest.mark.usefixtures("graph")
 
 
 # -- Switch and Merge ------------------------------------------------------------------------

@@ -12,20 +12,11 @@ import pytest
 
 import dataflow as df
 
-from .op_harness import ops_of_type
+from .op_harness import NO_HANG, ops_of_type, run
 
 pytestmark = pytest.mark.usefixtures("graph")
 
 Point = collections.namedtuple("Point", "x y")
-
-# A generous bound: loops that must not hang fail with DeadlineExceededError instead.
-NO_HANG = df.RunOptions(timeout_in_ms=10_000)
-
-
-def run(fetches, feed_dict=None):
-    """Run ``fetches`` once in a fresh session (with a hang guard)."""
-    with df.Session() as sess:
-        return sess.run(fetches, feed_dict, options=NO_HANG)
 
 
 # -- the design note's example and basics ----------------------------------------------------
@@ -278,6 +269,45 @@ def test_maximum_iterations_in_nested_loop():
 
     r = df.while_loop(lambda i, t: i < 5, outer, [0, 0])[1]
     assert run(r) == sum(range(5))
+
+
+def test_maximum_iterations_counter_structure(graph):
+    """As the while_loop docstring draws it: the counter is loop variable 0, compared with
+    a constant Enter of the limit and ANDed into the predicate; its Exit is dropped."""
+    r = df.while_loop(lambda a: a < 100.0, lambda a: a * 2.0, [1.0], maximum_iterations=3)
+    exits = ops_of_type(graph, "Exit")
+    assert len(exits) == 2 and r is exits[1].outputs[0]
+    [loop_cond] = ops_of_type(graph, "LoopCond")
+    [both] = [op for op in ops_of_type(graph, "LogicalAnd") if op.outputs[0] is
+              loop_cond.inputs[0]]
+    counter_test = both.inputs[0].op
+    assert counter_test.type == "Less"
+    counter_merge, limit = counter_test.inputs
+    assert counter_merge.op is exits[0].inputs[0].op.inputs[0].op  # Merge of variable 0
+    assert limit.op.type == "Enter" and limit.op.get_attr("is_constant")
+    assert limit.op.inputs[0].op.name.endswith("maximum_iterations")
+    assert run(r) == 8.0
+
+
+def test_outer_pivot_edge_on_inner_enter_of_an_outer_invariant(graph):
+    """A nested loop whose variable starts from an outer loop invariant: its Enter waits
+    for the outer body pivot, so no inner loop runs in the outer loop's last iteration
+    (where the invariant is live but the body is not)."""
+    x = df.placeholder(df.float32, [], name="x")
+
+    def outer_body(i, total):
+        inner = df.while_loop(lambda b: b < 3.0, lambda b: b + 1.0, [x])
+        return i + 1, total + inner
+
+    _, total = df.while_loop(lambda i, t: i < 4, outer_body, [0, 0.0])
+    [inner_enter] = [op for op in ops_of_type(graph, "Enter")
+                     if op.inputs[0].op.type == "Enter"
+                     and not op.get_attr("is_constant")]
+    assert inner_enter.inputs[0].op.get_attr("is_constant")  # the outer invariant
+    [pivot] = inner_enter.control_inputs
+    assert pivot.type == "Identity" and pivot.inputs[0].op.type == "Switch"
+    assert pivot.inputs[0].value_index == 1  # the outer Switch's true output
+    assert run(total, {x: 0.5}) == 4 * 3.5
 
 
 def test_parallel_iterations_do_not_change_results():

@@ -1,10 +1,40 @@
-"""``cond`` and ``case``, compiled to Switch and Merge as the design note describes.
+"""``cond`` and ``case``, compiled to Switch and Merge.
 
-``cond(pred, true_fn, false_fn)`` builds each branch in a :class:`CondContext`
-(one Switch per captured external tensor), then joins corresponding branch
-outputs with one Merge each::
+This follows the design note "Implementation of Control Flow in TensorFlow" (Yuan Yu,
+2016), section 3 "Compilation of control-flow constructs", 3.1 "Conditional
+expression" (its figure 2 draws the example below). ``cond(pred, true_fn,
+false_fn)`` builds each branch in a :class:`CondContext`; every tensor a branch
+captures from outside goes through one ``Switch(x, pred_id)`` (one per tensor and
+branch, cached), the true branch reading output 1 and the false branch output 0, and
+one Merge per output joins the two branch results (inputs ``[false, true]``). For
+``cond(x < y, lambda: add(x, z), lambda: square(y))`` the emitted subgraph is::
 
-    r = cond(x < y, lambda: add(x, z), lambda: square(y))
+    pred = Less(x, y)
+      |
+      +--> Switch(pred, pred) --:1--> Identity "switch_t"   pivot of the true branch
+      |                       --:0--> Identity "switch_f"   pivot of the false branch
+      +--> Identity "pred_id"          (the predicate input of every Switch below)
+
+    x --> Switch(x, pred_id) --:1--+
+                                   +--> AddV2 --------+ input 1
+    z --> Switch(z, pred_id) --:1--+                  |
+                                                      +--> Merge --> r
+    y --> Switch(y, pred_id) --:0--> Square ---------+ input 0
+
+Only the taken branch receives live values; the other receives dead tokens, skips its
+ops and passes deadness on, and the Merge forwards its one live input. ``Switch(pred,
+pred)`` makes the pivots: ``switch_t`` is live exactly when ``pred`` is true and
+``switch_f`` when it is false. An op of a branch with no data input from the branch (a
+constant) takes a control edge from its branch's pivot, so it is dead with the branch;
+a branch that returns an Operation returns ``Identity(pivot)`` run after it. Nested
+conds capture from the enclosing branch, so their Switches chain.
+
+>>> with df.Graph().as_default() as g:
+...     x, y, z = (df.placeholder(df.float32, [], name=n) for n in "xyz")
+...     r = cond(x < y, lambda: df.add(x, z), lambda: df.square(y))
+...     [op.type for op in g.get_operations()][3:]
+['Less', 'Switch', 'Identity', 'Identity', 'Identity', 'AddV2', 'Switch', 'Switch',
+ 'Square', 'Switch', 'Merge']
 """
 from __future__ import annotations
 
@@ -63,7 +93,11 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
     Both functions must return the same structure of tensors with the same
     dtypes. A single-element list or tuple comes back unpacked unless ``strict``.
 
-    >>> r = cond(x < y, lambda: x + z, lambda: y * y)
+    >>> x = df.placeholder(df.float32, [])
+    >>> r = cond(x < 2.0, lambda: x + 10.0, lambda: x * x)
+    >>> with df.Session() as sess:
+    ...     [float(sess.run(r, {x: v})) for v in (1.0, 3.0)]
+    [11.0, 9.0]
     """
     if isinstance(pred, bool):
         raise TypeError("pred must not be a Python bool; use a bool tensor")
@@ -110,7 +144,11 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
     as the default, guarded by an Assert that some predicate is true. With
     ``exclusive=True`` an Assert checks that at most one predicate is true.
 
+    >>> x = df.placeholder(df.float32, [])
     >>> r = case([(x < 0, lambda: -x), (x > 10, lambda: x - 10)], default=lambda: x)
+    >>> with df.Session() as sess:
+    ...     [float(sess.run(r, {x: v})) for v in (-3.0, 15.0, 4.0)]
+    [3.0, 5.0, 4.0]
     """
     from ..ops.array_ops import stack
     from ..ops.logging_ops import Assert

@@ -1,11 +1,61 @@
-"""``while_loop``, compiled as the design note describes.
+"""``while_loop``, compiled to Enter, Merge, Switch, NextIteration and Exit.
 
-Per loop variable: ``Enter -> Merge -> (pred) -> Switch``; the Switch's true
-output feeds the body through an Identity, the body's result goes through
-``NextIteration`` back into input 1 of the Merge, and the false output leaves
-through ``Exit``. The predicate passes through ``LoopCond``.
+This follows the design note "Implementation of Control Flow in TensorFlow" (Yuan Yu,
+2016), section 3 "Compilation of control-flow constructs", 3.2 "While loop" (its
+figure 3 draws the example below); the frames and iterations the executor gives these
+ops are its section 4 "Implementation". For one loop variable with initial value
+``x0`` and a tensor ``c`` captured from outside, the emitted subgraph is::
 
->>> i = while_loop(lambda i: i < 10, lambda i: add(i, 1), [0])
+      x0                                   c (defined outside the loop)
+      |                                    |
+    Enter(frame)                         Enter(frame, is_constant=True)
+      |                                    |   the same value in every iteration
+      v                                    v   (loop invariant), read by cond/body
+    Merge(Enter, NextIteration) <-----------------------------------+
+      |                                                             |
+      +--> cond(...) --> LoopCond  (the loop's predicate)           |
+      |                     |                                       |
+      +--> Switch(Merge, LoopCond)                                  | back edge:
+             :0 |         :1 |                                      | Merge input 1
+              Exit        Identity  (the first one: body pivot)     |
+                |            |                                      |
+              result      body(...) --> NextIteration --------------+
+
+Each loop variable gets its own Enter, Merge, Switch, Identity, NextIteration and Exit;
+all Switches share the one LoopCond. The Merge is built as ``Merge([Enter, Enter])``
+and its input 1 is replaced by the NextIteration once the body exists (TF's
+``_update_input``), closing the cycle. Ops without a data input inside the frame
+(constants) take a control edge from the first Merge when ``cond`` builds them and
+from the body pivot when ``body`` does, so they run once per iteration in the frame.
+
+``maximum_iterations=n`` adds a counter as loop variable 0, and its test to the
+predicate; the counter's Exit is dropped from the result::
+
+    Const 0 --> Enter --> Merge <--------------------------------- NextIteration
+                            |                                            ^
+                            +--> Less(i, Enter(n, is_constant=True))     |
+                            |        |                                   |
+                            |    LogicalAnd(<-- cond(...)) --> LoopCond  |
+                            |                                     |      |
+                            +--> Switch(Merge, LoopCond) <--------+      |
+                                   :0 |        :1 |                      |
+                                 Exit       Identity --> AddV2(i, 1) ----+
+
+A loop nested in another loop's body whose variable starts from an outer loop
+invariant gets the outer-pivot edge: the inner loop-variable Enter takes a control
+edge from the outer loop's body pivot. A constant Enter hands its value to every
+iteration of the outer frame, including the last one, whose predicate is false and
+whose body does not run; the edge keeps the inner loop from starting there::
+
+    c --> Enter(outer frame, is_constant=True) --> Enter(inner frame) --> Merge ...
+                                                     ^
+    outer Switch --:1--> Identity (outer body pivot) + (control edge)
+
+>>> with df.Graph().as_default() as g:
+...     i = while_loop(lambda i: i < 10, lambda i: df.add(i, 1), [0])
+...     [op.type for op in g.get_operations()]
+['Const', 'Enter', 'Merge', 'Const', 'Less', 'LoopCond', 'Switch', 'Identity', 'Const',
+ 'AddV2', 'NextIteration', 'Exit']
 """
 from __future__ import annotations
 
@@ -44,6 +94,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     ``maximum_iterations`` stops the loop after that many iterations.
 
     >>> i, acc = while_loop(lambda i, a: i < 5, lambda i, a: (i + 1, a * 2.0), (0, 1.0))
+    >>> capped = while_loop(lambda a: a < 1e6, lambda a: a * 2.0, [1.0], maximum_iterations=3)
+    >>> with df.Session() as sess:
+    ...     [float(v) for v in sess.run([i, acc, capped])]
+    [5.0, 32.0, 8.0]
     """
     if not callable(cond):
         raise TypeError("cond must be callable.")

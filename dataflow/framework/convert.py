@@ -1,7 +1,9 @@
 """Turning Python and NumPy values into tensors: ``constant`` and ``convert_to_tensor``.
 
->>> t = convert_to_tensor([1, 2, 3])        # a Const op, dtype int32
->>> u = convert_to_tensor(2, dtype=float32)  # 2 -> 2.0 loses nothing
+>>> t = convert_to_tensor([1, 2, 3])           # a Const op, dtype int32
+>>> u = convert_to_tensor(2, dtype=df.float32)  # 2 -> 2.0 loses nothing
+>>> t.op.type, t.dtype.name, u.dtype.name
+('Const', 'int32', 'float32')
 """
 from __future__ import annotations
 
@@ -101,7 +103,9 @@ def _const_infer(op: Operation):
 def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     """A tensor with a fixed value (``tf.constant``).
 
-    >>> c = constant([[1, 2], [3, 4]], dtype=float32)
+    >>> c = constant([[1, 2], [3, 4]], dtype=df.float32)
+    >>> c.shape.as_list(), c.dtype.name
+    ([2, 2], 'float32')
     """
     dt = _dtypes.as_dtype(dtype) if dtype is not None else infer_dtype(value)
     arr = convert_value(value, dt)

@@ -8,7 +8,7 @@ must run first), attributes and outputs. Graphs may contain cycles only through
 
 >>> g = Graph()
 >>> with g.as_default():
-...     a = constant(1.0)        # dataflow.constant
+...     a = df.constant(1.0)
 ...     b = a + a
 >>> b.name, b.op.type
 ('add:0', 'AddV2')
@@ -197,7 +197,12 @@ class Operation:
     def update_input(self, index: int, tensor: Tensor) -> None:
         """Replace input ``index`` by ``tensor`` (closes the back edge of a raw loop).
 
-        >>> merge_op._update_input(1, next_iteration_tensor)  # TF's private name works too
+        >>> e = df.ops.enter(df.constant(0), frame_name="f")
+        >>> m, _ = df.ops.merge([e, e])
+        >>> nxt = df.ops.next_iteration(m + 1)
+        >>> m.op.update_input(1, nxt)        # m.op._update_input, TF's name, works too
+        >>> [t.op.type for t in m.op.inputs]
+        ['Enter', 'NextIteration']
         """
         if not isinstance(tensor, Tensor):
             raise TypeError(f"update_input expects a Tensor, got {type(tensor).__name__}")
@@ -257,7 +262,7 @@ class Graph:
 
     >>> g = Graph()
     >>> with g.as_default():
-    ...     x = placeholder(float32, name="x")
+    ...     x = df.placeholder(df.float32, name="x")
     >>> g.get_tensor_by_name("x:0") is x
     True
     """

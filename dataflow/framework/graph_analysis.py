@@ -13,12 +13,12 @@ below every pass that uses them:
   ``BuildControlFlowInfo``), with the errors a malformed loop gets;
 * :func:`reachable`: the ops one iteration of a frame reaches from given ops.
 
->>> g = Graph()
+>>> g = df.Graph()
 >>> with g.as_default():
-...     x = placeholder(float32, name="x")
-...     two = constant(2.0, name="two")
-...     y = multiply(x, two, name="y")
-...     z = add(y, two, name="z")
+...     x = df.placeholder(df.float32, name="x")
+...     two = df.constant(2.0, name="two")
+...     y = df.multiply(x, two, name="y")
+...     z = df.add(y, two, name="z")
 >>> [op.name for op in prune([y], [], fed=set())]
 ['x', 'two', 'y']
 >>> [op.name for op in prune([z], [], fed={y})]
@@ -157,9 +157,9 @@ def reachable(start_ops, within=None) -> set:
     the next iteration), nor leave ``within`` (a set of ops; None: the whole graph).
     ``start_ops`` themselves are included only when reached again.
 
-    >>> g = Graph()
+    >>> g = df.Graph()
     >>> with g.as_default():
-    ...     a = constant(1.0, name="a")
+    ...     a = df.constant(1.0, name="a")
     ...     b = a + a
     ...     c = b * b
     >>> sorted(op.name for op in reachable([b.op]))

@@ -3,12 +3,15 @@
 An op definition says how to infer the output dtypes and static shapes of an
 op from its inputs and attributes, whether the op is stateful, and which of
 the executor's built-in behaviours (the control-flow primitives, Send/Recv) it has.
-Kernels live elsewhere (:mod:`dataflow.kernels`); gradients come later, registered the
-same way.
+Kernels live elsewhere (:mod:`dataflow.kernels`); gradients are registered the same way,
+per op type, in :mod:`dataflow.autodiff`.
 
->>> @register_op("Square2")
-... def _square2(op):
+>>> @register_op("ExampleSquare")
+... def _example_square(op):
 ...     return [(op.inputs[0].dtype, op.inputs[0].shape)]
+>>> y = df.get_default_graph().create_op("ExampleSquare", [df.constant([1.0, 2.0])])
+>>> y.type, y.outputs[0].shape.as_list()
+('ExampleSquare', [2])
 """
 from __future__ import annotations
 

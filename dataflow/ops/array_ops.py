@@ -1,8 +1,10 @@
 """Array ops: placeholders, identity, reshaping, joining, indexing, shape queries (TF names).
 
->>> x = placeholder(float32, shape=[None, 3])
+>>> x = placeholder(df.float32, shape=[None, 3])
 >>> y = reshape(transpose(x), [-1])
 >>> first_row = x[0]
+>>> y.shape.as_list(), first_row.shape.as_list()
+([None], [3])
 """
 from __future__ import annotations
 
@@ -295,7 +297,9 @@ def _strided_slice_infer(op):
 def placeholder(dtype, shape=None, name=None) -> Tensor:
     """A tensor whose value must be fed at run time (``feed_dict={x: value}``).
 
-    >>> x = placeholder(float32, shape=[None, 784], name="x")
+    >>> x = placeholder(df.float32, shape=[None, 784], name="x")
+    >>> df.Session().run(df.shape(x), {x: np.zeros((2, 784), np.float32)})
+    array([  2, 784], dtype=int32)
     """
     attrs = {"dtype": _dtypes.as_dtype(dtype), "shape": as_shape(shape)}
     return get_default_graph().create_op("Placeholder", [], attrs,
@@ -464,13 +468,19 @@ def _shape_query(op_type, x, name, out_type):
 _SHAPE_QUERY_BUILDER = [lambda x, build: build(x)]
 
 
-def set_shape_query_builder(builder) -> None:
+def set_shape_query_builder(builder):
     """Install ``builder(x, build)`` as the way :func:`shape`, :func:`size` and
-    :func:`rank` build their run-time query of ``x`` (``build(x)`` makes the op).
+    :func:`rank` build their run-time query of ``x`` (``build(x)`` makes the op);
+    returns the builder it replaces. :mod:`dataflow.autodiff` installs one at import.
 
-    >>> set_shape_query_builder(lambda x, build: build(x))   # the default
+    >>> x = df.placeholder(df.float32, [None])
+    >>> previous = set_shape_query_builder(lambda x, build: build(x))   # the plain one
+    >>> df.shape(x).op.type
+    'Shape'
+    >>> _ = set_shape_query_builder(previous)                           # put it back
     """
-    _SHAPE_QUERY_BUILDER[0] = builder
+    previous, _SHAPE_QUERY_BUILDER[0] = _SHAPE_QUERY_BUILDER[0], builder
+    return previous
 
 
 def _static_shape_query(op_type, x, out_type, name=None):

@@ -17,7 +17,11 @@ These ops take the target shape as a run-time int tensor (usually ``shape(x)``):
   ``dy * y * (1 - y)`` from the forward output ``y``: one node instead of three, as
   TF's fused kernels (backprop through an RNN runs them every iteration).
 
->>> gx = sum_to_shape(grad, shape(x))
+>>> x = df.placeholder(df.float32, [3])
+>>> grad = df.ones([2, 3])                 # the gradient of x broadcast to [2, 3]
+>>> gx = sum_to_shape(grad, df.shape(x))
+>>> df.Session().run(gx)
+array([2., 2., 2.], dtype=float32)
 """
 from __future__ import annotations
 

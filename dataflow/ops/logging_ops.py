@@ -1,8 +1,11 @@
 """Debugging ops: ``Assert``, ``Print`` (TF1, identity that prints) and ``print``.
 
+>>> x = df.placeholder(df.float32, [])
 >>> check = Assert(x > 0, [x], name="x_positive")
->>> with control_dependencies([check]):
-...     y = sqrt(x)
+>>> with df.control_dependencies([check]):
+...     y = df.sqrt(x)
+>>> float(df.Session().run(y, {x: 4.0}))
+2.0
 """
 from __future__ import annotations
 

@@ -3,8 +3,11 @@
 Elementwise op definitions and wrappers are derived from the elementwise op table
 (:mod:`dataflow.framework.elementwise_table`), where a new elementwise op is one row.
 
+>>> x = df.placeholder(df.float32, [2, 3])
 >>> y = add(x, 1.0)          # AddV2
 >>> s = reduce_sum(y, axis=0)
+>>> y.op.type, s.op.type, s.shape.as_list()
+('AddV2', 'Sum', [3])
 """
 from __future__ import annotations
 
@@ -145,7 +148,10 @@ def _make_unary(op_type, fn_name):
     def fn(x, name=None):
         return _unary(op_type, x, name)
     fn.__name__ = fn_name
-    fn.__doc__ = f"Elementwise ``{fn_name}`` (op type ``{op_type}``).\n\n    >>> y = {fn_name}(x)\n"
+    dtype = "bool" if op_type.startswith("Logical") else "float32"
+    fn.__doc__ = (f"Elementwise ``{fn_name}`` (op type ``{op_type}``).\n\n"
+                  f"    >>> y = {fn_name}(df.placeholder(df.{dtype}, [3]))\n"
+                  f"    >>> y.op.type\n    '{op_type}'\n")
     return fn
 
 
@@ -153,8 +159,12 @@ def _make_binary(op_type, fn_name):
     def fn(x, y, name=None):
         return _binary(op_type, x, y, name)
     fn.__name__ = fn_name
+    dtype = "bool" if op_type.startswith("Logical") else "float32"
     fn.__doc__ = (f"Elementwise ``{fn_name}`` with NumPy broadcasting (op type ``{op_type}``)."
-                  f"\n\n    >>> z = {fn_name}(x, y)\n")
+                  f"\n\n    >>> x = df.placeholder(df.{dtype}, [2, 3])\n"
+                  f"    >>> y = df.placeholder(df.{dtype}, [3])\n"
+                  f"    >>> z = {fn_name}(x, y)\n"
+                  f"    >>> z.op.type, z.shape.as_list()\n    ('{op_type}', [2, 3])\n")
     return fn
 
 
@@ -227,8 +237,11 @@ def _make_reduction(op_type, fn_name):
         keep = bool(keepdims if keepdims is not None else (keep_dims or False))
         return _reduce(op_type, input_tensor, axis, keep, name)
     fn.__name__ = fn_name
+    dtype = "bool" if op_type in ("All", "Any") else "float32"
     fn.__doc__ = (f"Reduce with ``{op_type}`` over ``axis`` (all axes when None).\n\n"
-                  f"    >>> {fn_name}(x, axis=1, keepdims=True)\n")
+                  f"    >>> x = df.placeholder(df.{dtype}, [2, 3])\n"
+                  f"    >>> {fn_name}(x, axis=1, keepdims=True).shape.as_list()\n"
+                  f"    [2, 1]\n")
     return fn
 
 

@@ -7,10 +7,10 @@ is used (so a read inside a loop body sees the value of that iteration), and
 
 >>> v = Variable(0.0, name="counter")
 >>> inc = v.assign_add(1.0)
->>> with Session() as sess:
+>>> with df.Session() as sess:
 ...     sess.run(global_variables_initializer())
-...     sess.run(inc), sess.run(inc)
-(1.0, 2.0)
+...     [float(sess.run(inc)) for _ in range(2)]
+[1.0, 2.0]
 """
 from __future__ import annotations
 

@@ -16,9 +16,14 @@ loop, the enclosing frame's pivot on the same device (its control loop's Switch
 output, or the enclosing loop's own Merge on the device that owns that predicate),
 so inner control loops are entered once per outer iteration.
 
->>> loop = build_control_loop(writer, "/device:CPU:1", frame, parent_pivot, pred_of)
->>> [op.type for op in loop.ops]
-['Enter', 'Merge', 'Switch', 'NextIteration']
+>>> def body(i, v):                       # the predicate stays on /cpu:0
+...     with df.device("/cpu:1"):
+...         return i + 1, v * 2.0
+>>> with df.device("/cpu:0"):
+...     _, y = df.while_loop(lambda i, v: i < 3, body, (0, 1.0))
+>>> [loop] = df.partition(df.get_default_graph(), [y]).control_loops
+>>> loop.device, [op.type for op in loop.ops], loop.pred.op.type
+('/device:CPU:1', ['Enter', 'Merge', 'Switch', 'NextIteration'], '_Recv')
 """
 from __future__ import annotations
 

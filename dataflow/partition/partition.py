@@ -126,8 +126,13 @@ def partition(graph, fetches, feeds=None, devices=None, *, default_device=None,
     ``/cpu:0``) runs unplaced ops; ``resolve(op)`` overrides how a placed op's device
     name is resolved (the Session uses it for soft placement).
 
-    >>> part = df.partition(g, [y])
-    >>> part.partitions["/device:CPU:1"].get_operations()
+    >>> with df.device("/cpu:0"):
+    ...     x = df.constant(2.0, name="x")
+    >>> with df.device("/cpu:1"):
+    ...     y = df.multiply(x, 3.0, name="y")
+    >>> part = df.partition(df.get_default_graph(), [y])
+    >>> [op.type for op in part.partitions["/device:CPU:1"].get_operations()]
+    ['Const', 'Mul', '_Recv']
     """
     fetch_tensors, targets = _as_fetches(graph, fetches)
     feed_tensors = [graph.as_graph_element(f, allow_operation=False) for f in (feeds or ())]

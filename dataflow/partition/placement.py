@@ -16,9 +16,13 @@
   consumes it, so each device reads the invariant locally in every iteration (its
   input crosses devices once per parent iteration, not once per iteration).
 
->>> placement = assign_devices(ops, default="/device:CPU:0")
->>> placement.devices_of(op)
-['/device:CPU:0']
+>>> x = df.constant(1.0)                 # unplaced: with its consumer
+>>> with df.device("/cpu:1"):
+...     y = x + 1.0
+>>> placement = assign_devices(df.get_default_graph().get_operations(),
+...                            default="/device:CPU:0")
+>>> placement.devices_of(x.op), placement.devices_of(y.op)
+(['/device:CPU:1'], ['/device:CPU:1'])
 """
 from __future__ import annotations
 

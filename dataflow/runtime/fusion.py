@@ -11,13 +11,16 @@ plan. The root's kernel is the registered ``"FusedElementwise"`` kernel of its d
 type, which receives the expression through ``ctx.op.expr`` (``ctx.op`` is a
 :class:`FusedNode`); a device type without such a kernel is simply not fused.
 
->>> x = df.placeholder(df.float32, [1000])
->>> y = df.tanh(x * 2.0 + 1.0)          # Mul, AddV2, Tanh: one fused node
->>> plan = build_plan(df.get_default_graph(), [y], [], [x], kernel_for)  # doctest: +SKIP
->>> plan.fusion.exprs[y.op].program                                      # doctest: +SKIP
-(('Mul', (('input', 0), ('const', '0x1.0000000000000p+1'))),
- ('AddV2', (('value', 0), ('const', '0x1.0000000000000p+0'))),
- ('Tanh', (('value', 1),)))
+What the plan builder makes of ``tanh(x * 2.0 + 1.0)`` (``kernel_for`` is the
+Session's kernel lookup)::
+
+    x = df.placeholder(df.float32, [1000])
+    y = df.tanh(x * 2.0 + 1.0)          # Mul, AddV2, Tanh: one fused node
+    plan = build_plan(df.get_default_graph(), [y], [], [x], kernel_for)
+    plan.fusion.exprs[y.op].program
+    # (('Mul', (('input', 0), ('const', '0x1.0000000000000p+1'))),
+    #  ('AddV2', (('value', 0), ('const', '0x1.0000000000000p+0'))),
+    #  ('Tanh', (('value', 1),)))
 
 Dead tokens need no special care: a fused node is dead when any external input is,
 exactly as the unfused group's root would be, and the control inputs of folded scalar

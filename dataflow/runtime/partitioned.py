@@ -10,9 +10,11 @@ mode registers its own). If any partition fails or the step runs past its deadli
 the rendezvous is cancelled so every other partition stops waiting, and the step
 raises the first real error (one that names the failing node and op type).
 
->>> register_partition_mode("threads", LocalRendezvous, run_on_threads)
->>> pplan = build_partitioned_plan(graph, fetches, [], [], kernel_for)   # doctest: +SKIP
->>> raw = run_partitioned(pplan, [], deadline=None)                      # doctest: +SKIP
+How the Session uses it (``kernel_for`` resolves an op's kernel)::
+
+    register_partition_mode("threads", LocalRendezvous, run_on_threads)
+    pplan = build_partitioned_plan(graph, fetches, [], [], kernel_for)
+    raw = run_partitioned(pplan, [], deadline=None)
 """
 from __future__ import annotations
 

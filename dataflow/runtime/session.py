@@ -74,7 +74,9 @@ class ConfigProto:
     worker process per device, see ``dataflow/runtime/multiprocess``) or another
     registered mode (see ``dataflow/runtime/partitioned.py``):
 
-    >>> config = ConfigProto(fuse_elementwise=False, log_device_placement=True)
+    >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
+    ...     float(sess.run(df.constant(2.0) * 3.0))
+    6.0
     >>> ConfigProto(allow_soft_placment=True)
     Traceback (most recent call last):
     TypeError: ConfigProto.__init__() got an unexpected keyword argument 'allow_soft_placment'

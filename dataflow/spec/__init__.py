@@ -5,7 +5,10 @@ them, one randomly chosen enabled node at a time, and returns what
 ``Session.run_tokens`` returns: ``[(value, is_dead), ...]``.
 
 >>> from dataflow import spec
->>> spec.run(graph, [y], feed_dict={x: 1.0}, seed=3)   # doctest: +SKIP
+>>> x = df.placeholder(df.float32, [])
+>>> y = x * 2.0
+>>> [(float(v), dead) for v, dead in spec.run(df.get_default_graph(), [y],
+...                                           feed_dict={x: 1.0}, seed=3)]
 [(2.0, False)]
 """
 from .interpreter import (

@@ -1,6 +1,12 @@
 """``AdamOptimizer``: adaptive moment estimation (Kingma & Ba), as TF1 computes it.
 
->>> train_op = AdamOptimizer(learning_rate=0.001).minimize(loss)
+>>> w = df.Variable(1.0)
+>>> train_op = AdamOptimizer(learning_rate=0.001).minimize(df.square(w))
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     _ = sess.run(train_op)
+...     round(float(sess.run(w)), 6)    # the first step moves w by the learning rate
+0.999
 """
 from __future__ import annotations
 
@@ -23,9 +29,12 @@ class AdamOptimizer(Optimizer):
     the non-trainable variables ``beta1_power`` and ``beta2_power`` (starting at
     ``beta1`` and ``beta2``), multiplied by the betas after every step's updates.
 
+    >>> w = df.Variable([1.0, -1.0])
     >>> opt = AdamOptimizer(learning_rate=0.01)
-    >>> train_op = opt.minimize(loss)
+    >>> train_op = opt.minimize(df.reduce_sum(df.square(w)))
     >>> beta1_power, beta2_power = opt._get_beta_accumulators()
+    >>> sorted(opt.get_slot_names())
+    ['m', 'v']
     """
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,

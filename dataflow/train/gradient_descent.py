@@ -1,6 +1,12 @@
 """``GradientDescentOptimizer``: ``var -= learning_rate * grad``.
 
->>> train_op = GradientDescentOptimizer(0.1).minimize(loss)
+>>> w = df.Variable(1.0)
+>>> train_op = GradientDescentOptimizer(0.1).minimize(df.square(w))   # w -= 0.1 * 2w
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     _ = sess.run(train_op)
+...     round(float(sess.run(w)), 6)
+0.8
 """
 from __future__ import annotations
 
@@ -12,8 +18,14 @@ class GradientDescentOptimizer(Optimizer):
 
     Each step: ``var -= learning_rate * grad``.
 
+    >>> w = df.Variable(0.0)
     >>> opt = GradientDescentOptimizer(learning_rate=0.5)
-    >>> train_op = opt.minimize(df.square(w - 3.0))
+    >>> train_op = opt.minimize(df.square(w - 3.0))   # one step lands on the minimum
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     _ = sess.run(train_op)
+    ...     float(sess.run(w))
+    3.0
     """
 
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):

@@ -1,6 +1,12 @@
 """``MomentumOptimizer``: gradient descent with an accumulated velocity.
 
->>> train_op = MomentumOptimizer(0.1, momentum=0.9).minimize(loss)
+>>> w = df.Variable(1.0)
+>>> train_op = MomentumOptimizer(0.1, momentum=0.9).minimize(df.square(w))
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     _ = sess.run(train_op)
+...     round(float(sess.run(w)), 6)
+0.8
 """
 from __future__ import annotations
 
@@ -15,8 +21,11 @@ class MomentumOptimizer(Optimizer):
     ``use_nesterov=True``: ``var -= learning_rate * (grad + momentum * accum)``
     (using the new ``accum``). ``accum`` is the slot ``"momentum"``, starting at zero.
 
+    >>> w = df.Variable(1.0)
     >>> opt = MomentumOptimizer(learning_rate=0.1, momentum=0.9, use_nesterov=True)
-    >>> train_op = opt.minimize(loss)
+    >>> train_op = opt.minimize(df.square(w))
+    >>> opt.get_slot(w, "momentum") is not None
+    True
     """
 
     def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",

@@ -4,9 +4,13 @@ A subclass says how one variable moves given its gradient (``_apply_dense``)
 and which per-variable state it keeps (``_create_slots``); the base class
 computes gradients, creates the state, and groups the updates into one op.
 
->>> opt = GradientDescentOptimizer(0.1)
+>>> w = df.Variable(1.0)
+>>> loss = df.square(w)
+>>> opt = df.train.GradientDescentOptimizer(0.1)
 >>> grads_and_vars = opt.compute_gradients(loss)          # [(grad, var)]
 >>> train_op = opt.apply_gradients(grads_and_vars)        # one op per step
+>>> [v is w for _, v in grads_and_vars]
+[True]
 """
 from __future__ import annotations
 
@@ -54,7 +58,9 @@ class Optimizer(abc.ABC):
     Subclasses override ``_create_slots(var_list)``, ``_prepare()``,
     ``_apply_dense(grad, var)`` and optionally ``_finish(update_ops, name)``.
 
-    >>> train_op = GradientDescentOptimizer(0.5).minimize(loss, var_list=[w])
+    >>> w, b = df.Variable(1.0), df.Variable(2.0)
+    >>> loss = df.square(w * b)
+    >>> train_op = df.train.GradientDescentOptimizer(0.5).minimize(loss, var_list=[w])
     """
 
     # Accepted for TF1 compatibility; gating of ops inside gradients is not modelled.
@@ -78,7 +84,7 @@ class Optimizer(abc.ABC):
     def get_name(self):
         """The optimizer's name, which prefixes its ops and names its slots.
 
-        >>> AdamOptimizer().get_name()
+        >>> df.train.AdamOptimizer().get_name()
         'Adam'
         """
         return self._name
@@ -91,7 +97,10 @@ class Optimizer(abc.ABC):
 
         Returns one op; each run does one step (and increments ``global_step`` if given).
 
-        >>> train_op = AdamOptimizer(0.01).minimize(loss)
+        >>> w = df.Variable(1.0)
+        >>> train_op = df.train.AdamOptimizer(0.01).minimize(df.square(w))
+        >>> train_op.type
+        'NoOp'
         """
         grads_and_vars = self.compute_gradients(
             loss, var_list=var_list, gate_gradients=gate_gradients,
@@ -112,7 +121,11 @@ class Optimizer(abc.ABC):
 
         The gradient is ``None`` for a variable that ``loss`` does not depend on.
 
-        >>> [(dw, w), (db, b)] = opt.compute_gradients(loss, var_list=[w, b])
+        >>> w, b = df.Variable(1.0), df.Variable(2.0)
+        >>> opt = df.train.GradientDescentOptimizer(0.1)
+        >>> [(dw, w_), (db, b_)] = opt.compute_gradients(df.square(w * b), var_list=[w, b])
+        >>> w_ is w and b_ is b
+        True
         """
         if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
             raise ValueError("gate_gradients must be one of: Optimizer.GATE_NONE, "
@@ -138,7 +151,16 @@ class Optimizer(abc.ABC):
         Pairs whose gradient is ``None`` are skipped. Slot variables are created
         here, so run ``df.global_variables_initializer()`` built afterwards.
 
-        >>> train_op = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
+        >>> w = df.Variable(1.0)
+        >>> step = df.train.get_or_create_global_step()
+        >>> opt = df.train.GradientDescentOptimizer(0.1)
+        >>> train_op = opt.apply_gradients(opt.compute_gradients(df.square(w)),
+        ...                                global_step=step)
+        >>> with df.Session() as sess:
+        ...     sess.run(df.global_variables_initializer())
+        ...     _ = sess.run(train_op)
+        ...     int(sess.run(step))
+        1
         """
         pairs = _convert_pairs(grads_and_vars)
         var_list = [v for g, v in pairs if g is not None]
@@ -170,14 +192,20 @@ class Optimizer(abc.ABC):
     def get_slot(self, var, name):
         """The slot variable ``name`` (e.g. ``"m"``) kept for ``var``, or ``None``.
 
-        >>> m = AdamOptimizer().get_slot(w, "m")
+        >>> w = df.Variable([1.0, 2.0])
+        >>> opt = df.train.AdamOptimizer()
+        >>> _ = opt.minimize(df.reduce_sum(w * w))
+        >>> opt.get_slot(w, "m").shape.as_list()
+        [2]
         """
         return self._slots.get(name, {}).get(var)
 
     def get_slot_names(self):
         """Names of the slots this optimizer creates, sorted.
 
-        >>> MomentumOptimizer(0.1, 0.9).get_slot_names()
+        >>> opt = df.train.MomentumOptimizer(0.1, 0.9)
+        >>> _ = opt.minimize(df.square(df.Variable(1.0)))
+        >>> opt.get_slot_names()
         ['momentum']
         """
         return sorted(self._slots)
@@ -185,7 +213,12 @@ class Optimizer(abc.ABC):
     def variables(self):
         """The variables this optimizer created in the default graph (slots and others).
 
-        >>> sess.run(df.variables_initializer(opt.variables()))
+        >>> w = df.Variable(1.0)
+        >>> opt = df.train.AdamOptimizer()
+        >>> _ = opt.minimize(df.square(w))
+        >>> sess = df.Session()
+        >>> sess.run(df.variables_initializer(opt.variables() + [w]))
+        >>> sess.close()
         """
         graph = get_default_graph()
         found = [v for slots in self._slots.values() for v in slots.values()

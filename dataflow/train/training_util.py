@@ -1,7 +1,9 @@
 """The global step: an int64 counter variable that ``apply_gradients`` can increment.
 
 >>> step = get_or_create_global_step()
->>> train_op = GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+>>> w = df.Variable(1.0)
+>>> train_op = df.train.GradientDescentOptimizer(0.1).minimize(df.square(w),
+...                                                            global_step=step)
 """
 from __future__ import annotations
 
@@ -57,7 +59,10 @@ def get_or_create_global_step(graph=None):
 def global_step(sess, global_step_tensor):
     """The current value of the global step, as a Python int.
 
-    >>> global_step(sess, get_global_step())
+    >>> step = get_or_create_global_step()
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     global_step(sess, step)
     0
     """
     return int(sess.run(global_step_tensor))

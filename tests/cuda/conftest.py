@@ -23,11 +23,4 @@ if not config.ENABLE_CUDASIM:
         "numba was imported before tests/cuda/conftest.py could switch on the CUDA "
         "simulator: run NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda")
 
-import dataflow as df  # noqa: E402
-
-
-@pytest.fixture
-def graph():
-    """A fresh default graph for the test."""
-    with df.Graph().as_default() as g:
-        yield g
+# The ``graph`` fixture and the run's seed come from tests/conftest.py.

@@ -8,10 +8,10 @@ from dataflow.kernels.cuda.elementwise import BINARY_OPS, UNARY_OPS
 
 from .util import assert_close, run_on_gpu
 
-RNG = np.random.default_rng(0)
-
-
-def _values(shape, dtype, positive=False, rng=RNG):
+def _values(shape, dtype, positive=False, rng=None):
+    """Values of ``dtype``; drawn from NumPy's global generator (seeded per test by
+    tests/conftest.py) unless ``rng`` is given."""
+    rng = rng or np.random.default_rng(np.random.randint(0, 2 ** 32, dtype=np.uint64))
     if dtype == np.bool_:
         return rng.random(shape) < 0.5
     if np.dtype(dtype).kind == "i":
@@ -102,7 +102,7 @@ def test_cast(src, dst):
 
 def test_select_and_add_n_broadcast():
     import dataflow as df
-    c = RNG.random((3, 1)) < 0.5
+    c = np.random.random((3, 1)) < 0.5
     x = _values((3, 4), np.float32)
     y = _values((4,), np.float32)
     got, ref = run_on_gpu(lambda c_, x_, y_: df.where(c_, x_, y_), c, x, y)

@@ -12,8 +12,7 @@ import dataflow as df
 from dataflow.kernels.cuda.runtime import is_device_value
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RNG = np.random.default_rng(2)
-W = RNG.standard_normal((6, 6)).astype(np.float32) * 0.3
+W = np.random.default_rng(2).standard_normal((6, 6)).astype(np.float32) * 0.3
 
 
 def _loop_and_cond_graph(gpu, cpu):
@@ -45,7 +44,7 @@ def _loop_and_cond_graph(gpu, cpu):
 @pytest.mark.parametrize("placement", [("/gpu:0", "/cpu:0"), ("/gpu:0", "/gpu:0"),
                                        ("/cpu:0", "/gpu:0")])
 def test_while_loop_and_cond_match_the_cpu_run(placement):
-    xv = RNG.standard_normal((4, 6)).astype(np.float32)
+    xv = np.random.standard_normal((4, 6)).astype(np.float32)
     results = []
     for gpu, cpu in (placement, ("/cpu:0", "/cpu:0")):
         g, x, fetches = _loop_and_cond_graph(gpu, cpu)
@@ -81,8 +80,8 @@ def _mlp(device, sizes=(5, 7, 3)):
 
 
 def test_mlp_training_on_the_gpu_matches_the_cpu():
-    xv = RNG.random((6, 5)).astype(np.float32)
-    yv = np.eye(3, dtype=np.float32)[RNG.integers(0, 3, 6)]
+    xv = np.random.random((6, 5)).astype(np.float32)
+    yv = np.eye(3, dtype=np.float32)[np.random.randint(0, 3, 6)]
     runs = []
     for device in ("/gpu:0", "/cpu:0"):
         g, x, labels, loss, train, init = _mlp(device)
@@ -103,7 +102,7 @@ def test_mlp_training_on_the_gpu_matches_the_cpu():
 
 def test_gradient_through_a_gpu_while_loop_with_swap_memory(graph):
     w = df.Variable(np.full((3, 3), 0.2, np.float32))
-    x = df.constant(RNG.standard_normal((2, 3)).astype(np.float32))
+    x = df.constant(np.random.standard_normal((2, 3)).astype(np.float32))
 
     def build(device):
         with df.device(device):
@@ -131,7 +130,7 @@ def test_values_stay_on_the_device_between_gpu_ops(graph):
             fn = node[4]
             if fn is not None:
                 outs[plan.ops[gid].type] = fn
-        xv = RNG.random((3, 4)).astype(np.float32)
+        xv = np.random.random((3, 4)).astype(np.float32)
         exp_out = outs["Exp"](xv)
         assert is_device_value(exp_out)          # a host input is copied in once...
         assert is_device_value(outs["Mul"](exp_out, np.float32(2.0)))  # ...and stays there

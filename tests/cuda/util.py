@@ -4,6 +4,8 @@ import numpy as np
 import dataflow as df
 from dataflow.kernels import registry
 
+from ..op_harness import assert_within
+
 
 def numpy_kernel(op):
     """The NumPy reference kernel (``dataflow.kernels.numpy_cpu``) of ``op``, bypassing any compiled
@@ -31,15 +33,19 @@ def run_on_gpu(build, *inputs, config=None):
     return got, numpy_kernel(op)(*args)
 
 
-def assert_close(got, ref, dtype=None):
-    """Equal within float tolerance of ``ref``'s dtype (exact for ints and bools); the
-    result must be a NumPy value with the reference's dtype and shape."""
+def assert_close(got, ref, bound=None):
+    """The result is a NumPy value with the reference's dtype and shape, equal to it
+    within ``bound`` elementwise when given (a sum computed in another order: see
+    ``tests.op_harness.sum_bound``), else within a few ulp of ``ref``'s float dtype
+    (exact for ints and bools)."""
     ref = np.asarray(ref)
     assert isinstance(got, (np.ndarray, np.generic)), type(got)
     assert np.shape(got) == ref.shape
     assert np.asarray(got).dtype == ref.dtype, (np.asarray(got).dtype, ref.dtype)
-    if ref.dtype.kind == "f":
+    if ref.dtype.kind != "f":
+        np.testing.assert_array_equal(got, ref)
+    elif bound is not None:
+        assert_within(got, ref, bound)
+    else:
         tol = 2e-5 if ref.dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, equal_nan=True)
-    else:
-        np.testing.assert_array_equal(got, ref)

@@ -12,9 +12,12 @@ lock), one registration module per op family (``elementwise``, ``reduction``,
 ``fallback`` the host round trip for ops without a CUDA kernel, ``compile_check``
 the PTX compile check of every kernel.
 
->>> import dataflow as df
+>>> a = df.constant(np.eye(2, dtype=np.float32))
 >>> with df.device("/gpu:0"):
-...     y = df.matmul(a, b)                 # doctest: +SKIP
+...     y = df.matmul(a, a + 1.0)
+>>> df.Session().run(y)                     # fetched back to the host
+array([[2., 1.],
+       [1., 2.]], dtype=float32)
 """
 from ..registry import register_device_type
 from . import runtime

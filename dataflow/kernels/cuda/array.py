@@ -5,8 +5,11 @@ host memory (their values feed shape arguments, which are host-memory inputs as 
 TF). Ops that never look inside their values (identities, stacks, Const, NoOp)
 run their CPU kernel unchanged on the GPU: device values just pass through.
 
+>>> x = df.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
 >>> with df.device("/gpu:0"):
 ...     z = df.transpose(x)                # a strided-copy kernel on the device
+>>> df.Session().run(z).tolist()
+[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
 """
 from __future__ import annotations
 
@@ -135,7 +138,12 @@ def broadcast_device(x, shape):
 def _transpose(ctx):
     perm = ctx.attr("perm")
     conv = DeviceInput()
-    return serialized(lambda x: transpose_device(conv(x), perm))
+
+    def transpose(x):
+        x = conv(x)
+        # perm None reverses the dimensions, as the CPU kernel and TF do.
+        return transpose_device(x, tuple(reversed(range(x.ndim))) if perm is None else perm)
+    return serialized(transpose)
 
 
 @register_kernel("BroadcastTo", device="GPU")

@@ -6,8 +6,11 @@ op whose inputs are all host scalars computes on the host (a loop counter's
 ``i + 1`` and ``i < n`` launch nothing), and a 0-d boolean result is returned in
 host memory (it is usually a Switch predicate, which the executor reads).
 
+>>> x = df.placeholder(df.float32, [3])
 >>> with df.device("/gpu:0"):
 ...     y = df.tanh(x) * 2.0          # Tanh, Mul: device kernels, y stays on the GPU
+>>> df.Session().run(y, {x: np.zeros(3, np.float32)})
+array([0., 0., 0.], dtype=float32)
 """
 from __future__ import annotations
 

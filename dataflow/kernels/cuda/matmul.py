@@ -2,8 +2,12 @@
 cuBLAS through CuPy when CuPy is importable (an optional fast path; never under the
 simulator).
 
+>>> x = df.constant(np.ones((2, 3), np.float32))
+>>> w = df.constant(np.full((4, 3), 0.5, np.float32))
 >>> with df.device("/gpu:0"):
 ...     y = df.matmul(x, w, transpose_b=True)
+>>> df.Session().run(y).tolist()
+[[1.5, 1.5, 1.5, 1.5], [1.5, 1.5, 1.5, 1.5]]
 """
 from __future__ import annotations
 

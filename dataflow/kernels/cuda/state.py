@@ -6,9 +6,15 @@ device value can be shared with readers without a copy; a host value is copied t
 the device when stored. Handles and reads only move values, so the CPU kernels run
 as they are.
 
+>>> x = df.constant(np.ones(3, np.float32))
 >>> with df.device("/gpu:0"):
 ...     v = df.Variable(np.zeros(3, np.float32))
 ...     step = v.assign_add(x)              # an elementwise add on the device
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     _ = sess.run(step)
+...     sess.run(step).tolist()
+[2.0, 2.0, 2.0]
 """
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Compiled gather and one-hot (imports Numba).
 
->>> gather(params3, indices, out3)               # doctest: +SKIP
+>>> params3 = np.arange(6.0).reshape(1, 3, 2)    # (outer, n, inner)
+>>> out3 = np.empty((1, 2, 2))
+>>> gather(params3, np.array([2, 0]), out3), out3[0].tolist()   # -1: every index valid
+(-1, [[4.0, 5.0], [0.0, 1.0]])
 """
 from __future__ import annotations
 

@@ -7,8 +7,12 @@ a threshold go to the NumPy reference kernel (a Numba dispatcher call costs abou
 float arrays to the compiled function. The wrapper returns exactly what the
 reference returns (dtype, shape, 0-d results as NumPy scalars).
 
->>> @register_numba("Neg", FLOAT_TYPES)            # doctest: +SKIP
-... def _neg(ctx, ref): ...
+How a kernel module registers one (``ctx`` the kernel context, ``ref`` the NumPy
+kernel of the same node, called for small inputs)::
+
+    @register_numba("Neg", FLOAT_TYPES)
+    def _neg(ctx, ref):
+        ...
 """
 from __future__ import annotations
 

@@ -11,7 +11,10 @@ type shares one dispatcher. Patterns (all arrays C-contiguous):
   the right / left;
 * ``cols`` / ``cols_rev``: ``(m, n)`` with an ``(m, 1)`` column, right / left.
 
->>> binary_loop("AddV2", "vv")(x, y, out)           # doctest: +SKIP
+>>> x, y, out = np.ones(4), np.arange(4.0), np.empty(4)
+>>> binary_loop("AddV2", "vv")(x, y, out)
+>>> out.tolist()
+[1.0, 2.0, 3.0, 4.0]
 """
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """Compiled optimizer updates (imports Numba).
 
->>> adam(w, m, v, g, w_out, m_out, v_out, lr_t, b1, 1 - b1, b2, 1 - b2, eps)  # doctest: +SKIP
+>>> w, m, v, g = np.ones(3), np.zeros(3), np.zeros(3), np.full(3, 0.5)
+>>> w_out, m_out, v_out = np.empty(3), np.empty(3), np.empty(3)
+>>> b1, b2, eps, lr_t = 0.9, 0.999, 1e-8, 0.001
+>>> adam(w, m, v, g, w_out, m_out, v_out, lr_t, b1, 1 - b1, b2, 1 - b2, eps)
+>>> m_out.round(6).tolist(), v_out.round(6).tolist()
+([0.05, 0.05, 0.05], [0.00025, 0.00025, 0.00025])
 """
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 
 Results equal the NumPy kernels'; an out-of-range index raises the same error.
 
->>> df.gather(table, ids)                          # doctest: +SKIP
+>>> table = df.constant(np.arange(6, dtype=np.float32).reshape(3, 2))
+>>> ids = df.constant([2, 0])
+>>> df.Session().run(df.gather(table, ids)).tolist()
+[[4.0, 5.0], [0.0, 1.0]]
 """
 from __future__ import annotations
 

@@ -11,8 +11,11 @@ with a scalar (or a size-1 array of no higher rank), ``(..., n)`` with an ``n``-
 ``(..., m, n)`` with an ``(..., m, 1)`` column, either operand first; anything else,
 non-contiguous arrays, and values below the size thresholds use the NumPy kernel.
 
->>> with df.Graph().as_default():                 # doctest: +SKIP
-...     y = df.tanh(x) + b                          # Tanh, AddV2 (row broadcast)
+>>> x = df.constant(np.zeros((2, 3), np.float32))
+>>> b = df.constant(np.arange(3, dtype=np.float32))
+>>> y = df.tanh(x) + b                          # Tanh, AddV2 (row broadcast)
+>>> df.Session().run(y).tolist()
+[[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]
 """
 from __future__ import annotations
 

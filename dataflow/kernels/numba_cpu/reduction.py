@@ -8,7 +8,9 @@ non-contiguous arrays and small arrays use the NumPy kernel, and so does Max ove
 rows of 64 or more contiguous elements (NumPy is faster there). Sums differ from
 NumPy's pairwise sums by rounding only (see ``_reduction_jit``); Max is exact.
 
->>> df.reduce_sum(x, axis=0)                      # doctest: +SKIP
+>>> x = df.constant(np.ones((3, 4), np.float32))
+>>> df.Session().run(df.reduce_sum(x, axis=0))   # (A, R, B) = (1, 3, 4)
+array([3., 3., 3., 3.], dtype=float32)
 """
 from __future__ import annotations
 

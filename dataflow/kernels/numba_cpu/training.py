@@ -6,7 +6,13 @@ C-contiguous array with scalar hyperparameters of its dtype takes the compiled p
 at every size: the NumPy kernel's ten array operations cost more than one call even
 for a bias of ten elements.
 
->>> df.train.AdamOptimizer(0.001).minimize(loss)   # doctest: +SKIP
+>>> w = df.Variable(np.ones(10, np.float32))
+>>> step = df.train.AdamOptimizer(0.001).minimize(df.reduce_sum(w * w))  # ApplyAdam
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     _ = sess.run(step)
+...     [round(float(v), 4) for v in sess.run(w)[:3]]
+[0.999, 0.999, 0.999]
 """
 from __future__ import annotations
 

@@ -1,7 +1,13 @@
 """Indexing kernels: gather along an axis and one-hot encoding, as grid-stride loops
 over the flat output.
 
->>> gather_kernel[blocks, threads](params, indices, outer, n, inner, out)   # doctest: +SKIP
+>>> from numba import cuda
+>>> params = cuda.to_device(np.array([10.0, 20.0, 30.0], np.float32))  # outer 1, n 3, inner 1
+>>> indices = cuda.to_device(np.array([2, 0], np.int32))
+>>> out = cuda.device_array(2, np.float32)
+>>> gather_kernel[1, 32](params, indices, 1, 3, 1, out)
+>>> out.copy_to_host()
+array([30., 10.], dtype=float32)
 """
 from __future__ import annotations
 

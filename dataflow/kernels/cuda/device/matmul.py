@@ -5,8 +5,14 @@ the tiles): per step along ``k`` the block stages a tile of ``op(a)`` and one of
 ``op(b)`` in shared memory, so each global element is read ``k / tile`` times
 instead of ``k`` times. Transposes are index swaps when staging, never copies.
 
->>> k = matmul_kernel(np.dtype(np.float32), 16, False, True)
->>> k[(bx, by), (16, 16)](a, b, out)                     # doctest: +SKIP
+>>> from numba import cuda
+>>> a = cuda.to_device(np.ones((2, 3), np.float32))
+>>> b = cuda.to_device(np.ones((4, 3), np.float32))     # used transposed
+>>> out = cuda.device_array((2, 4), np.float32)
+>>> k = matmul_kernel(np.dtype(np.float32), 4, False, True)
+>>> k[(1, 1), (4, 4)](a, b, out)                         # (bx, by) blocks of 4x4 threads
+>>> out.copy_to_host().tolist()
+[[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]
 """
 from __future__ import annotations
 

@@ -6,8 +6,13 @@ strided part of the row into a register, then the block combines the ``tpb`` par
 results in shared memory in ``log2(tpb)`` steps. ``tpb`` (threads per block, a power
 of two) is a compile-time constant, as shared-array sizes must be.
 
->>> k = reduce_kernel("Sum", np.dtype(np.float32), np.dtype(np.float32), 256)
->>> k[blocks, 256](x_flat, m, k_len, out)                 # doctest: +SKIP
+>>> from numba import cuda
+>>> x_flat = cuda.to_device(np.arange(6, dtype=np.float32))   # 2 rows of 3
+>>> out = cuda.device_array(2, np.float32)
+>>> k = reduce_kernel("Sum", np.dtype(np.float32), np.dtype(np.float32), 32)
+>>> k[2, 32](x_flat, 2, 3, out)                                # a block per row
+>>> out.copy_to_host()
+array([ 3., 12.], dtype=float32)
 """
 from __future__ import annotations
 
