@@ -2,3 +2,8 @@
 from .ops.nn_ops import (elu, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                          softmax_cross_entropy_with_logits, softmax_cross_entropy_with_logits_v2,
                          softplus, tanh)
+from .ops.extra_array_ops import in_top_k, top_k  # noqa: F401
+from .ops.nn_extra_ops import (batch_normalization, bias_add, embedding_lookup,  # noqa: F401
+                               l2_loss, l2_normalize, moments,
+                               sigmoid_cross_entropy_with_logits,
+                               sparse_softmax_cross_entropy_with_logits)
