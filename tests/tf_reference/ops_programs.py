@@ -249,5 +249,85 @@ def prog_losses(tf):
     return [ls, grads], {z: LOGITS}
 
 
+# -- convolution and pooling (group 3) ---------------------------------------------------------------
+
+IMG = RNG.standard_normal((2, 7, 6, 3)).astype(np.float32)
+FILT = RNG.standard_normal((3, 2, 3, 4)).astype(np.float32) * 0.5
+DW = RNG.standard_normal((3, 3, 3, 2)).astype(np.float32) * 0.5
+
+
+def prog_conv2d_variants_and_gradients(tf):
+    x = tf.placeholder(tf.float32, [2, 7, 6, 3])
+    w = tf.placeholder(tf.float32, [3, 2, 3, 4])
+    ys = [tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME"),
+          tf.nn.conv2d(x, w, [1, 2, 2, 1], "SAME"),
+          tf.nn.conv2d(x, w, [1, 2, 3, 1], "VALID"),
+          tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME", dilations=[1, 2, 2, 1]),
+          tf.nn.conv2d(x, w, [1, 1, 1, 1], "VALID", dilations=[1, 2, 1, 1])]
+    return [ys, [_grad(tf, y, [x, w], i) for i, y in enumerate(ys)]], {x: IMG, w: FILT}
+
+
+def prog_conv2d_backprop_ops(tf):
+    w = tf.constant(FILT)
+    dy = tf.constant(RNG.standard_normal((2, 4, 3, 4)).astype(np.float32))
+    gi = tf.nn.conv2d_backprop_input([2, 7, 6, 3], w, dy, [1, 2, 2, 1], "SAME")
+    gf = tf.nn.conv2d_backprop_filter(tf.constant(IMG), [3, 2, 3, 4], dy, [1, 2, 2, 1], "SAME")
+    return [gi, gf], {}
+
+
+def prog_conv2d_depth_mismatch(tf):
+    return tf.nn.conv2d(tf.constant(IMG), tf.constant(FILT[:, :, :2]), [1, 1, 1, 1], "SAME"), {}
+
+
+def prog_conv2d_valid_too_small(tf):
+    return tf.nn.conv2d(tf.constant(IMG), tf.zeros([8, 1, 3, 1]), [1, 1, 1, 1], "VALID"), {}
+
+
+def prog_depthwise_and_gradients(tf):
+    x = tf.placeholder(tf.float32, [2, 7, 6, 3])
+    w = tf.placeholder(tf.float32, [3, 3, 3, 2])
+    ys = [tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME"),
+          tf.nn.depthwise_conv2d(x, w, [1, 2, 2, 1], "VALID"),
+          tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME", rate=[2, 2])]
+    return [ys, [_grad(tf, y, [x, w], i) for i, y in enumerate(ys)]], {x: IMG, w: DW}
+
+
+def prog_pools_and_gradients(tf):
+    x = tf.placeholder(tf.float32, [2, 7, 6, 3])
+    ys = [tf.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),
+          tf.nn.max_pool(x, [1, 3, 3, 1], [1, 2, 2, 1], "SAME"),
+          tf.nn.max_pool(x, [1, 3, 2, 1], [1, 1, 2, 1], "SAME"),
+          tf.nn.avg_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),
+          tf.nn.avg_pool(x, [1, 3, 3, 1], [1, 2, 2, 1], "SAME"),
+          tf.nn.avg_pool(x, [1, 3, 2, 1], [1, 1, 2, 1], "SAME")]
+    return [ys, [_grad(tf, y, [x], i) for i, y in enumerate(ys)]], {x: IMG}
+
+
+def prog_max_pool_ties(tf):
+    x = tf.placeholder(tf.float32, [1, 4, 4, 1])
+    y = tf.nn.max_pool(x, [1, 2, 2, 1], [1, 1, 1, 1], "SAME")
+    values = np.array([[1, 1, 0, 2], [1, 1, 2, 2], [0, 3, 3, 0], [3, 3, 0, 0]], np.float32)
+    return [y, tf.gradients(y, x)], {x: values.reshape(1, 4, 4, 1)}
+
+
+def prog_convnet_step(tf):
+    """The digits convnet's shapes: conv 3x3x1x16, pool, conv 3x3x16x32, pool, dense."""
+    rng = np.random.default_rng(7)
+    x = tf.placeholder(tf.float32, [None, 8, 8, 1])
+    y = tf.placeholder(tf.int32, [None])
+    w1 = tf.constant(rng.standard_normal((3, 3, 1, 16)).astype(np.float32) * 0.3)
+    w2 = tf.constant(rng.standard_normal((3, 3, 16, 32)).astype(np.float32) * 0.1)
+    w3 = tf.constant(rng.standard_normal((2 * 2 * 32, 10)).astype(np.float32) * 0.1)
+    h = tf.nn.max_pool(tf.nn.relu(tf.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")),
+                       [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    h = tf.nn.max_pool(tf.nn.relu(tf.nn.conv2d(h, w2, [1, 1, 1, 1], "SAME")),
+                       [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    logits = tf.matmul(tf.reshape(h, [-1, 2 * 2 * 32]), w3)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                         logits=logits))
+    return [loss, tf.gradients(loss, [w1, w2, w3])], \
+        {x: rng.uniform(0, 1, (16, 8, 8, 1)).astype(np.float32), y: rng.integers(0, 10, 16)}
+
+
 PROGRAMS = {name: fn for name, fn in list(globals().items())
             if name.startswith("prog_") and callable(fn)}
