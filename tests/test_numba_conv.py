@@ -30,6 +30,9 @@ def kernel_pair(op):
 
 
 def compare(op, *values, exact=False):
+    """Both kernels on the same values, made read-only as fed and constant values are."""
+    for v in values:
+        v.setflags(write=False)
     ours, ref = kernel_pair(op)
     got, want = ours(*values), ref(*values)
     assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape

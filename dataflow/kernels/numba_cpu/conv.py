@@ -165,7 +165,8 @@ def _depthwise_backprop_input(ctx, ref):
         shape = _ints(sizes)
         g = _conv_geometry(ctx, shape, w.shape)
         dx = np.zeros(shape, dt)
-        fn(dx, w, dout, dx, w, _tuple(g), True, False)
+        # The unused filter-gradient slot gets a writable dummy: inputs may be read-only.
+        fn(dx, w, dout, dx, np.zeros((1, 1, 1, 1), dt), _tuple(g), True, False)
         return dx
     return backprop_input
 
@@ -181,7 +182,7 @@ def _depthwise_backprop_filter(ctx, ref):
         w_shape = _ints(sizes)
         g = _conv_geometry(ctx, x.shape, w_shape)
         dw = np.zeros(w_shape, dt)
-        fn(x, dw, dout, x, dw, _tuple(g), False, True)
+        fn(x, dw, dout, np.zeros((1, 1, 1, 1), dt), dw, _tuple(g), False, True)
         return dw
     return backprop_filter
 
