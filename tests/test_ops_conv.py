@@ -175,11 +175,13 @@ def test_conv_errors(graph):
                                rate=[2, 2])
 
 
-# -- gradients -----------------------------------------------------------------------------------------
+# -- gradients -------------------------------------------------------------------------------------
 
 CASES = {
-    "conv_same_s1": (lambda x, f: df.nn.conv2d(x, f, [1, 1, 1, 1], "SAME"), (2, 5, 4, 3), (3, 2, 3, 2)),
-    "conv_same_s2": (lambda x, f: df.nn.conv2d(x, f, [1, 2, 2, 1], "SAME"), (1, 6, 5, 2), (3, 3, 2, 3)),
+    "conv_same_s1": (lambda x, f: df.nn.conv2d(x, f, [1, 1, 1, 1], "SAME"),
+                     (2, 5, 4, 3), (3, 2, 3, 2)),
+    "conv_same_s2": (lambda x, f: df.nn.conv2d(x, f, [1, 2, 2, 1], "SAME"),
+                     (1, 6, 5, 2), (3, 3, 2, 3)),
     "conv_valid_s2_dil": (lambda x, f: df.nn.conv2d(x, f, [1, 2, 1, 1], "VALID",
                                                     dilations=[1, 1, 2, 1]),
                           (2, 5, 6, 2), (2, 2, 2, 2)),

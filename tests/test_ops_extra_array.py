@@ -70,7 +70,7 @@ def test_argmax_defaults_axis_0_and_dimension_alias(graph):
         df.argmax(x, axis=0, dimension=1)
 
 
-# -- slice -------------------------------------------------------------------------------------------
+# -- slice -----------------------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), dtype=st.sampled_from(NUMERIC + [np.bool_]),
@@ -103,7 +103,7 @@ def test_slice_with_tensor_begin(graph):
         np.testing.assert_array_equal(sess.run(s, {i: 4}), [4, 5, 6])
 
 
-# -- split / unstack ----------------------------------------------------------------------------------
+# -- split / unstack -------------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(MODES), dtype=st.sampled_from(NUMERIC))
@@ -158,7 +158,7 @@ def test_unstack_needs_num(graph):
         df.unstack(df.placeholder(df.float32, [None, 2]))
 
 
-# -- pad -------------------------------------------------------------------------------------------------
+# -- pad -------------------------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(MODES),
@@ -188,7 +188,7 @@ def test_pad_errors(graph):
         sess.run(y, {p: np.zeros((2, 2))})
 
 
-# -- gather_nd / scatter_nd ------------------------------------------------------------------------------
+# -- gather_nd / scatter_nd ------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(MODES), dtype=st.sampled_from(NUMERIC))
@@ -231,7 +231,7 @@ def test_gather_nd_scatter_nd_out_of_range(graph):
         df.gather_nd(x, [[0, 0, 0]])
 
 
-# -- boolean_mask -------------------------------------------------------------------------------------------
+# -- boolean_mask ----------------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(["constant", "placeholder", "partial"]))
@@ -258,7 +258,7 @@ def test_boolean_mask_errors_and_gradient(graph):
         np.testing.assert_array_equal(sess.run(df.gradients(y, [x])[0]), [[0, 0], [3, 3]])
 
 
-# -- reverse / range / linspace / cumsum -----------------------------------------------------------------------
+# -- reverse / range / linspace / cumsum -----------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(MODES), dtype=st.sampled_from(NUMERIC))
@@ -345,7 +345,7 @@ def test_cumsum(data, mode, dtype, exclusive, reverse):
     check(t, got, _np_cumsum(x, axis, exclusive, reverse), full(mode))
 
 
-# -- top_k / in_top_k -------------------------------------------------------------------------------------------
+# -- top_k / in_top_k ------------------------------------------------------------------------------
 
 @SETTINGS
 @given(data=st.data(), mode=st.sampled_from(MODES), dtype=st.sampled_from(NUMERIC))
@@ -356,6 +356,11 @@ def test_top_k_ties_keep_index_order(data, mode, dtype):
     order = np.argsort(-x.astype(np.float64), axis=-1, kind="stable")[..., :k]
     check(ti, i, order.astype(np.int32), full(mode))
     check(tv, v, np.take_along_axis(x, order, axis=-1), full(mode))
+
+
+def test_top_k_returns_values_and_indices_by_name(graph):
+    r = df.nn.top_k(df.constant([[1.0, 3.0, 2.0]]), k=2)
+    assert r.values is r[0] and r.indices is r[1] and r.indices.dtype is df.int32
 
 
 def test_top_k_errors(graph):
@@ -384,7 +389,7 @@ def test_in_top_k(data, k):
     assert got.dtype == np.bool_
 
 
-# -- gradients ------------------------------------------------------------------------------------------------
+# -- gradients -------------------------------------------------------------------------------------
 
 PARTIAL = [False, True]
 

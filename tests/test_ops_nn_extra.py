@@ -178,7 +178,7 @@ def test_clip_edge_cases(graph):
         df.clip_by_value(df.constant([1.0, 2.0]), [[0.0]], 1.0)
 
 
-# -- losses -------------------------------------------------------------------------------------------
+# -- losses ----------------------------------------------------------------------------------------
 
 def _reduce(losses, weights, reduction):
     w = np.broadcast_to(weights, losses.shape)
@@ -239,7 +239,7 @@ def test_losses_errors_and_collection(graph):
     assert df.losses.get_losses() == []
 
 
-# -- metrics ------------------------------------------------------------------------------------------
+# -- metrics ---------------------------------------------------------------------------------------
 
 def test_accuracy_streams_over_batches(graph):
     labels = df.placeholder(df.int64, [None])
@@ -275,7 +275,7 @@ def test_accuracy_streams_over_batches(graph):
         df.metrics.accuracy(df.constant([1, 2]), df.constant([1, 2, 3]))
 
 
-# -- gradients ----------------------------------------------------------------------------------------
+# -- gradients -------------------------------------------------------------------------------------
 
 LABELS = np.array([2, 0, 1])
 

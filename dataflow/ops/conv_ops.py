@@ -27,7 +27,7 @@ __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "depthwi
            "max_pool_grad_grad", "avg_pool_grad", "conv_output_size", "same_padding"]
 
 
-# -- geometry ---------------------------------------------------------------------------------------
+# -- geometry --------------------------------------------------------------------------------------
 
 def conv_output_size(size, k, stride, dilation, padding):
     """Output length of one spatial dimension (None when ``size`` is unknown)."""
@@ -128,7 +128,7 @@ def _float_input(op, t):
                         f"{t.dtype.name}")
 
 
-# -- definitions ---------------------------------------------------------------------------------------
+# -- definitions -----------------------------------------------------------------------------------
 
 def _conv_out_shape(op, x, filt, depthwise):
     """The output shape of Conv2D / DepthwiseConv2dNative from input and filter shapes."""
@@ -222,7 +222,7 @@ def _avg_pool_grad_infer(op):
              sizes.shape[0] in (None, 4) else TensorShape([None] * 4))]
 
 
-# -- wrappers ------------------------------------------------------------------------------------------
+# -- wrappers --------------------------------------------------------------------------------------
 
 def _create(op_type, inputs, attrs, name):
     return get_default_graph().create_op(op_type, inputs, attrs, name=name or op_type).outputs[0]
@@ -332,8 +332,8 @@ def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, st
                    attrs, name)
 
 
-def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, strides,  # noqa: A002
-                                            padding, data_format="NHWC",
+def depthwise_conv2d_native_backprop_filter(input, filter_sizes,  # noqa: A002
+                                            out_backprop, strides, padding, data_format="NHWC",
                                             dilations=(1, 1, 1, 1), name=None):
     """The gradient of depthwise_conv2d_native with respect to its filter."""
     attrs = _conv_attrs("depthwise_conv2d_native_backprop_filter", strides, padding, dilations,
@@ -350,7 +350,8 @@ def _pool_attrs(fn, ksize, strides, padding, data_format):
             "padding": _padding(padding, fn), "data_format": "NHWC"}
 
 
-def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
+def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None,
+             input=None):  # noqa: A002
     """The maximum of each ``ksize`` window (padding never wins).
 
     >>> max_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
@@ -360,7 +361,8 @@ def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None, inpu
     return _create("MaxPool", [convert_to_tensor(value)], attrs, name)
 
 
-def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
+def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None,
+             input=None):  # noqa: A002
     """The mean of each ``ksize`` window over the entries it covers (padding excluded).
 
     >>> avg_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")

@@ -12,10 +12,12 @@ are tensors, so they may be computed at run time.
 """
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from .. import dtypes as _dtypes
-from ..framework.convert import constant, constant_value, convert_to_tensor
+from ..framework.convert import constant_value, convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph, name_scope
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
@@ -436,7 +438,7 @@ def scatter_nd(indices, updates, shape, name=None):
                                          name=name or "ScatterNd").outputs[0]
 
 
-# -- boolean_mask (composed) ------------------------------------------------------------------------
+# -- boolean_mask (composed) -----------------------------------------------------------------------
 
 def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
     """The entries of ``tensor`` where the boolean ``mask`` is true, mask dimensions flattened
@@ -514,7 +516,7 @@ def reverse(tensor, axis, name=None):
 reverse_v2 = reverse
 
 
-# -- Range / LinSpace --------------------------------------------------------------------------------
+# -- Range / LinSpace ------------------------------------------------------------------------------
 
 _RANGE_ORDER = [_dtypes.int32, _dtypes.int64, _dtypes.float32, _dtypes.float64]
 
@@ -610,7 +612,7 @@ def linspace(start, stop, num, name=None):
 lin_space = linspace
 
 
-# -- Cumsum -----------------------------------------------------------------------------------------
+# -- Cumsum ----------------------------------------------------------------------------------------
 
 @register_op("Cumsum")
 def _cumsum_infer(op):
@@ -635,7 +637,7 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):  # noqa: A002
     return get_default_graph().create_op("Cumsum", [x], attrs, name=name or "Cumsum").outputs[0]
 
 
-# -- TopKV2 / InTopKV2 -------------------------------------------------------------------------------
+# -- TopKV2 / InTopKV2 -----------------------------------------------------------------------------
 
 @register_op("TopKV2")
 def _top_k_infer(op):
@@ -658,9 +660,12 @@ def _top_k_infer(op):
     return [(x.dtype, out), (_dtypes.int32, out)]
 
 
+TopKV2 = collections.namedtuple("TopKV2", ["values", "indices"])
+
+
 def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
-    """The ``k`` largest entries of the last dimension and their indices (int32); equal values
-    keep their order (the lower index first).
+    """The ``k`` largest entries of the last dimension and their indices (int32), as the
+    named tuple ``(values, indices)``; equal values keep their order (lower index first).
 
     >>> values, indices = top_k(constant([1.0, 3.0, 2.0]), k=2)   # [3, 2], [1, 2]
     """
@@ -668,7 +673,7 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
     k = _static_int(k, "k", "top_k")
     op = get_default_graph().create_op("TopKV2", [x], {"k": k, "sorted": bool(sorted)},
                                        name=name or "TopKV2")
-    return tuple(op.outputs)
+    return TopKV2(*op.outputs)
 
 
 @register_op("InTopKV2")

@@ -17,7 +17,6 @@ from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph, name_scope
 from ..framework.op_registry import register_op
-from ..framework.tensor_shape import TensorShape
 from . import array_ops, math_ops
 
 __all__ = ["sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits",
@@ -236,7 +235,7 @@ def _row_offsets(shards):
     return cumsum(dims, exclusive=True)
 
 
-# -- clipping ---------------------------------------------------------------------------------------
+# -- clipping --------------------------------------------------------------------------------------
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """``t`` with values below ``clip_value_min`` raised to it and those above

@@ -141,7 +141,7 @@ def prog_in_top_k(tf):
 
 
 
-# -- nn, clipping and losses (group 2) ---------------------------------------------------------------
+# -- nn, clipping and losses (group 2) -------------------------------------------------------------
 
 LOGITS = RNG.standard_normal((4, 5)).astype(np.float32) * 2.0
 LABELS = np.array([0, 4, 2, 2], np.int32)
@@ -249,7 +249,7 @@ def prog_losses(tf):
     return [ls, grads], {z: LOGITS}
 
 
-# -- convolution and pooling (group 3) ---------------------------------------------------------------
+# -- convolution and pooling (group 3) -------------------------------------------------------------
 
 IMG = RNG.standard_normal((2, 7, 6, 3)).astype(np.float32)
 FILT = RNG.standard_normal((3, 2, 3, 4)).astype(np.float32) * 0.5

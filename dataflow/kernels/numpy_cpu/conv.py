@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..registry import register_kernel
 
 
-# -- geometry ---------------------------------------------------------------------------------------
+# -- geometry --------------------------------------------------------------------------------------
 
 def out_size(size, k, stride, dilation, padding):
     eff = (k - 1) * dilation + 1
@@ -93,7 +93,7 @@ def _ints(shape_value):
     return tuple(int(d) for d in np.ravel(shape_value))
 
 
-# -- Conv2D ------------------------------------------------------------------------------------------
+# -- Conv2D ----------------------------------------------------------------------------------------
 
 def conv2d(g, x, w):
     cols = g.patches(g.pad(x)).reshape(g.n * g.oh * g.ow, -1)
@@ -131,7 +131,7 @@ def _conv2d_backprop_filter(ctx):
     return backprop_filter
 
 
-# -- DepthwiseConv2dNative ------------------------------------------------------------------------------
+# -- DepthwiseConv2dNative -------------------------------------------------------------------------
 
 @register_kernel("DepthwiseConv2dNative")
 def _depthwise(ctx):
@@ -163,7 +163,7 @@ def _depthwise_backprop_filter(ctx):
     return backprop_filter
 
 
-# -- pooling -------------------------------------------------------------------------------------------
+# -- pooling ---------------------------------------------------------------------------------------
 
 def _window_argmax(g, x):
     """Per window and channel, the flat ``KH*KW`` index of its first maximum, and the
