@@ -23,6 +23,11 @@ from .ops.array_ops import (concat, expand_dims, fill, gather, identity, one_hot
                             ones, ones_like, placeholder, placeholder_with_default, rank,
                             reshape, shape, size, squeeze, stack, stop_gradient, tile,
                             transpose, where, where_v2, zeros, zeros_like)
+from .ops.extra_array_ops import (argmax, argmin, boolean_mask, cumsum, gather_nd,  # noqa: F401
+                                  lin_space, linspace, pad, range, reverse, reverse_v2,
+                                  scatter_nd, slice, split, unstack)
+from .ops.nn_extra_ops import (clip_by_global_norm, clip_by_norm, clip_by_value,  # noqa: F401
+                               global_norm)
 from .ops.control_flow_ops import control_trigger, group, no_op  # noqa: F401
 from .ops.control_flow_ops import tuple_ as tuple  # noqa: F401,A001
 from .ops.logging_ops import Assert, Print  # noqa: F401
@@ -43,6 +48,7 @@ from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # n
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
 from . import train  # noqa: F401
+from . import losses, metrics  # noqa: F401,E402
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)

@@ -9,3 +9,4 @@ Numba itself is imported only when a compiled kernel first runs.
 """
 from . import fused  # noqa: F401
 from . import array, elementwise, nn, reduction, training  # noqa: F401,E402
+from . import conv  # noqa: F401,E402  (conv2d, depthwise, pools)

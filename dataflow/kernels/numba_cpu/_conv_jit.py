@@ -1,0 +1,320 @@
+"""Compiled loops of the convolution and pooling kernels (imports Numba), NHWC,
+C-contiguous arrays. Padding is never materialized: taps that fall outside the input
+are skipped (zero for sums, never the max).
+
+``im2col``/``col2im`` move between the input and its ``[N*OH*OW, KH*KW*C]`` patch
+matrix (the convolution itself is then one BLAS product); the ``*_direct`` functions
+compute a convolution without the patch matrix, for comparison and for depthwise
+convolutions, whose per-channel products BLAS cannot batch.
+
+Geometry tuples ``g`` are ``(kh, kw, sh, sw, dh, dw, pt, pl, oh, ow)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
+
+
+@njit(**_JIT)
+def im2col(x, cols, g):
+    """Row ``(b, i, j)`` of ``cols`` is the window of output ``(b, i, j)``, tap-major then
+    channel. A tap row entirely inside the input is one contiguous copy of ``kw * c``
+    values (unit column dilation); edge windows go tap by tap."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    xf = x.reshape(-1)
+    cf = cols.reshape(-1)
+    kc = kw * c
+    width = kh * kc
+    row = 0
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                q0 = j * sw - pl
+                whole = dw == 1 and q0 >= 0 and q0 + kw <= w
+                for a in range(kh):
+                    r = i * sh + a * dh - pt
+                    dst = row * width + a * kc
+                    if r < 0 or r >= h:
+                        for t in range(kc):
+                            cf[dst + t] = 0
+                        continue
+                    src = ((b * h + r) * w) * c
+                    if whole:
+                        src += q0 * c
+                        for t in range(kc):
+                            cf[dst + t] = xf[src + t]
+                        continue
+                    for e in range(kw):
+                        q = q0 + e * dw
+                        d = dst + e * c
+                        if 0 <= q < w:
+                            for k in range(c):
+                                cf[d + k] = xf[src + q * c + k]
+                        else:
+                            for k in range(c):
+                                cf[d + k] = 0
+                row += 1
+
+
+@njit(**_JIT)
+def col2im(cols, dx, g):
+    """``dx`` (zeroed by the caller) += each patch row at the positions it came from."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = dx.shape
+    df = dx.reshape(-1)
+    cf = cols.reshape(-1)
+    kc = kw * c
+    width = kh * kc
+    row = 0
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                q0 = j * sw - pl
+                whole = dw == 1 and q0 >= 0 and q0 + kw <= w
+                for a in range(kh):
+                    r = i * sh + a * dh - pt
+                    if r < 0 or r >= h:
+                        continue
+                    src = row * width + a * kc
+                    dst = ((b * h + r) * w) * c
+                    if whole:
+                        dst += q0 * c
+                        for t in range(kc):
+                            df[dst + t] += cf[src + t]
+                        continue
+                    for e in range(kw):
+                        q = q0 + e * dw
+                        if 0 <= q < w:
+                            d = dst + q * c
+                            s0 = src + e * c
+                            for k in range(c):
+                                df[d + k] += cf[s0 + k]
+                row += 1
+
+
+@njit(**_JIT)
+def im2col_t(x, cols_t, g):
+    """The transposed patch matrix: ``cols_t[(a*kw + e)*c + k, (b*oh + i)*ow + j]`` is
+    ``x[b, i*sh + a*dh - pt, j*sw + e*dw - pl, k]`` (0 outside). For few channels its
+    inner loop runs along a whole output row instead of ``c`` values."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    for a in range(kh):
+        for e in range(kw):
+            for k in range(c):
+                dst = cols_t[(a * kw + e) * c + k]
+                for b in range(n):
+                    for i in range(oh):
+                        r = i * sh + a * dh - pt
+                        base = (b * oh + i) * ow
+                        if r < 0 or r >= h:
+                            for j in range(ow):
+                                dst[base + j] = 0
+                            continue
+                        xr = x[b, r]
+                        for j in range(ow):
+                            q = j * sw + e * dw - pl
+                            dst[base + j] = xr[q, k] if 0 <= q < w else 0
+
+
+@njit(**_JIT)
+def col2im_t(cols_t, dx, g):
+    """``dx`` (zeroed) += the transposed patch matrix's entries where they came from."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = dx.shape
+    for a in range(kh):
+        for e in range(kw):
+            for k in range(c):
+                src = cols_t[(a * kw + e) * c + k]
+                for b in range(n):
+                    for i in range(oh):
+                        r = i * sh + a * dh - pt
+                        if r < 0 or r >= h:
+                            continue
+                        base = (b * oh + i) * ow
+                        dr = dx[b, r]
+                        for j in range(ow):
+                            q = j * sw + e * dw - pl
+                            if 0 <= q < w:
+                                dr[q, k] += src[base + j]
+
+
+@njit(**_JIT)
+def conv_direct(x, f, out, g):
+    """``out[b, i, j, :] = sum over taps of x[b, r, q, :] @ f[a, e]`` (out zeroed)."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    m = f.shape[3]
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                o = out[b, i, j]
+                for a in range(kh):
+                    r = i * sh + a * dh - pt
+                    if r < 0 or r >= h:
+                        continue
+                    for e in range(kw):
+                        q = j * sw + e * dw - pl
+                        if q < 0 or q >= w:
+                            continue
+                        for k in range(c):
+                            v = x[b, r, q, k]
+                            fk = f[a, e, k]
+                            for t in range(m):
+                                o[t] += v * fk[t]
+
+
+@njit(**_JIT)
+def depthwise_forward(x, f, out, g):
+    """``out[b, i, j, k*M + t] = sum over taps of x[b, r, q, k] * f[a, e, k, t]``."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    m = f.shape[3]
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                o = out[b, i, j]
+                for a in range(kh):
+                    r = i * sh + a * dh - pt
+                    if r < 0 or r >= h:
+                        continue
+                    for e in range(kw):
+                        q = j * sw + e * dw - pl
+                        if q < 0 or q >= w:
+                            continue
+                        for k in range(c):
+                            v = x[b, r, q, k]
+                            for t in range(m):
+                                o[k * m + t] += v * f[a, e, k, t]
+
+
+@njit(**_JIT)
+def depthwise_backprop(x, f, dout, dx, df, g, want_dx, want_df):
+    """Both depthwise gradients in one sweep over the taps (dx, df zeroed)."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = dx.shape if want_dx else x.shape
+    m = f.shape[3] if want_dx else df.shape[3]
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                d = dout[b, i, j]
+                for a in range(kh):
+                    r = i * sh + a * dh - pt
+                    if r < 0 or r >= h:
+                        continue
+                    for e in range(kw):
+                        q = j * sw + e * dw - pl
+                        if q < 0 or q >= w:
+                            continue
+                        for k in range(c):
+                            if want_dx:
+                                s = dx[b, r, q, k] * 0
+                                for t in range(m):
+                                    s += d[k * m + t] * f[a, e, k, t]
+                                dx[b, r, q, k] += s
+                            if want_df:
+                                v = x[b, r, q, k]
+                                for t in range(m):
+                                    df[a, e, k, t] += v * d[k * m + t]
+
+
+@njit(**_JIT)
+def max_pool(x, out, g):
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                o = out[b, i, j]
+                for k in range(c):
+                    o[k] = -np.inf
+                for a in range(kh):
+                    r = i * sh + a - pt
+                    if r < 0 or r >= h:
+                        continue
+                    for e in range(kw):
+                        q = j * sw + e - pl
+                        if q < 0 or q >= w:
+                            continue
+                        for k in range(c):
+                            v = x[b, r, q, k]
+                            if v > o[k]:
+                                o[k] = v
+
+
+@njit(**_JIT)
+def max_pool_grad(x, grad, dx, g):
+    """Each window's gradient to its first maximum in row-major order (dx zeroed)."""
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for k in range(c):
+                    best = -np.inf
+                    br = -1
+                    bq = -1
+                    for a in range(kh):
+                        r = i * sh + a - pt
+                        if r < 0 or r >= h:
+                            continue
+                        for e in range(kw):
+                            q = j * sw + e - pl
+                            if q < 0 or q >= w:
+                                continue
+                            v = x[b, r, q, k]
+                            if v > best or br < 0:
+                                best = v
+                                br = r
+                                bq = q
+                    if br >= 0:
+                        dx[b, br, bq, k] += grad[b, i, j, k]
+
+
+@njit(**_JIT)
+def avg_pool(x, out, g):
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = x.shape
+    for b in range(n):
+        for i in range(oh):
+            r0 = max(i * sh - pt, 0)
+            r1 = min(i * sh - pt + kh, h)
+            for j in range(ow):
+                q0 = max(j * sw - pl, 0)
+                q1 = min(j * sw - pl + kw, w)
+                o = out[b, i, j]
+                for k in range(c):
+                    o[k] = 0
+                for r in range(r0, r1):
+                    for q in range(q0, q1):
+                        for k in range(c):
+                            o[k] += x[b, r, q, k]
+                inv = 1.0 / ((r1 - r0) * (q1 - q0))
+                for k in range(c):
+                    o[k] *= inv
+
+
+@njit(**_JIT)
+def avg_pool_grad(grad, dx, g):
+    kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
+    n, h, w, c = dx.shape
+    for b in range(n):
+        for i in range(oh):
+            r0 = max(i * sh - pt, 0)
+            r1 = min(i * sh - pt + kh, h)
+            for j in range(ow):
+                q0 = max(j * sw - pl, 0)
+                q1 = min(j * sw - pl + kw, w)
+                inv = 1.0 / ((r1 - r0) * (q1 - q0))
+                gr = grad[b, i, j]
+                for r in range(r0, r1):
+                    for q in range(q0, q1):
+                        for k in range(c):
+                            dx[b, r, q, k] += gr[k] * inv
+
+
+def kernel(name):
+    return globals()[name]
