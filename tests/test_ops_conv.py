@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import dataflow as df
 
-from .grad_check import check_gradients, fresh_rng
+from .op_harness import check_gradients, fresh_rng
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

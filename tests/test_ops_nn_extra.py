@@ -11,8 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import dataflow as df
 
-from .grad_check import check_gradients, fresh_rng
-from .op_harness import run_op
+from .op_harness import check_gradients, fresh_rng, run_op
 
 SETTINGS = settings(max_examples=20, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
