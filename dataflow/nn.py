@@ -2,3 +2,4 @@
 from .ops.nn_ops import (elu, log_softmax, relu, sigmoid, softmax,  # noqa: F401
                          softmax_cross_entropy_with_logits, softmax_cross_entropy_with_logits_v2,
                          softplus, tanh)
+from .ops.random_ops import dropout  # noqa: F401,E402

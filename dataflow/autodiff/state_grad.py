@@ -13,5 +13,12 @@ def _read_grad(op, grad):
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
            "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize",
-           "ResourceApplyAdam"):
+           "ResourceApplyAdam", "ReportUninitializedVariables"):
+    NotDifferentiable(_t)
+
+# Random draws have no gradient with respect to their shape, bounds or seeds (TF's
+# NotDifferentiable registrations); random_normal's mean/stddev get theirs through
+# the Mul/Add the wrapper builds around the draw.
+for _t in ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+           "RandomShuffle", "Multinomial"):
     NotDifferentiable(_t)
