@@ -326,6 +326,9 @@ def _default_initializer(name, dtype):
 
 def _get_or_make(name, shape, dtype, initializer, regularizer, reuse, trainable,
                  collections, validate_shape, constraint):
+    # A name ending in "/" (a slot, made inside the variable scope of its own name, whose
+    # name scope is taken already) reenters that name scope verbatim, as TF's "" does.
+    scope_name, name = name, name.rstrip("/")
     store = _store()
     from_value = initializer is not None and not callable(initializer)
     if shape is not None and from_value:
@@ -367,7 +370,7 @@ def _get_or_make(name, shape, dtype, initializer, regularizer, reuse, trainable,
     # The variable is named by its scope alone (name scopes do not apply), made outside any
     # control-flow context and control dependencies: it is graph-global state.
     with graph.name_scope(None), graph.control_dependencies(None):
-        v = Variable(init_val, trainable=trainable, name=name, dtype=var_dtype,
+        v = Variable(init_val, trainable=trainable, name=scope_name, dtype=var_dtype,
                      collections=collections, validate_shape=validate_shape)
     if v.name != name + ":0":
         raise ValueError(f"A node named {name} exists already; cannot create variable "
@@ -380,6 +383,21 @@ def _get_or_make(name, shape, dtype, initializer, regularizer, reuse, trainable,
         if loss is not None:
             graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return v
+
+
+def make_slot_variable(full_name, initial_value, dtype):
+    """A non-trainable variable called exactly ``full_name`` (an optimizer's slot),
+    recorded in the graph's variable store as ``get_variable`` records its variables."""
+    from .init_ops import Zeros
+    value_is_zeros = isinstance(initial_value, np.ndarray) and not initial_value.any()
+    if value_is_zeros:  # TF builds a known-shape zeros slot from zeros_initializer
+        return _get_or_make(full_name + "/", shape=initial_value.shape, dtype=dtype,
+                            initializer=Zeros(), regularizer=None, reuse=False,
+                            trainable=False, collections=None, validate_shape=True,
+                            constraint=None)
+    return _get_or_make(full_name + "/", shape=None, dtype=dtype, initializer=initial_value,
+                        regularizer=None, reuse=False, trainable=False, collections=None,
+                        validate_shape=True, constraint=None)
 
 
 def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None,

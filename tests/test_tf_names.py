@@ -1,0 +1,32 @@
+"""Variable and op names of TF1 programs (tf_reference/name_programs.py) match the
+names TensorFlow gives them (tf_reference/names.json, made by generate_names.py)."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+import dataflow as df
+
+from .tf_reference import name_programs
+
+EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
+                       "names.json").read_text())
+
+
+def test_every_program_has_a_fixture():
+    assert sorted(EXPECTED) == sorted(name_programs.PROGRAMS)
+
+
+@pytest.mark.parametrize("name", sorted(name_programs.PROGRAMS))
+def test_names_match_tensorflow(name):
+    with df.Graph().as_default():
+        got = name_programs.describe(df, name_programs.PROGRAMS[name](df))
+    want = EXPECTED[name]
+    assert got["global"] == want["global"]
+    assert got["trainable"] == want["trainable"]
+    assert got["local"] == want["local"]
+    assert got["elements"] == want["elements"]
+    assert got["update_ops"] == want["update_ops"]
+    assert got["regularization_losses"] == want["regularization_losses"]

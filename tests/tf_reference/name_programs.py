@@ -1,0 +1,98 @@
+"""TF1 programs whose variable and op names dataflow must reproduce.
+
+Each ``prog_xxx(tf)`` builds a graph with ``tf`` (``tensorflow.compat.v1`` with resource
+variables disabled, or ``dataflow``) and returns a dict of named graph elements;
+:func:`describe` turns the graph into JSON: every global, trainable and local variable
+(name, shape), the names of the returned elements, and the sizes of the standard
+collections. ``generate_names.py`` stores TF's descriptions in ``names.json`` and
+``tests/test_tf_names.py`` compares dataflow's with them.
+"""
+from __future__ import annotations
+
+
+def prog_scopes(tf):
+    with tf.variable_scope("model"):
+        with tf.variable_scope("layer1"):
+            w = tf.get_variable("w", [4, 3])
+            tf.get_variable("b", [3], initializer=tf.zeros_initializer())
+        with tf.name_scope("ns"):
+            v = tf.get_variable("v", [2])
+            y = tf.add(v, 1.0, name="y")
+    with tf.variable_scope("model", reuse=True):
+        z = tf.identity(tf.get_variable("layer1/w"), name="z")
+    for _ in range(2):
+        with tf.variable_scope(None, default_name="block"):
+            tf.get_variable("k", [1])
+    with tf.variable_scope("model/layer1", reuse=tf.AUTO_REUSE):
+        tf.get_variable("extra", [1], dtype=tf.int32)
+    with tf.name_scope("outer"):
+        with tf.variable_scope("inner"):
+            t = tf.get_variable("t", [2], trainable=False)
+            s = tf.multiply(t, 2.0, name="s")
+    tf.get_local_variable("counter", [], initializer=tf.zeros_initializer())
+    return {"y": y, "z": z, "s": s, "w": w}
+
+
+def _model(tf):
+    x = tf.placeholder(tf.float32, [None, 4], name="x")
+    with tf.variable_scope("layer"):
+        w = tf.get_variable("W", [4, 2])
+        b = tf.get_variable("b", [2], initializer=tf.zeros_initializer())
+    return tf.reduce_mean(tf.square(tf.matmul(x, w) + b))
+
+
+def prog_adam_in_name_scope(tf):
+    loss = _model(tf)
+    with tf.name_scope("train"):
+        step = tf.train.AdamOptimizer(0.01).minimize(
+            loss, global_step=tf.train.get_or_create_global_step())
+    return {"train_op": step}
+
+
+def prog_adam_twice(tf):
+    loss = _model(tf)
+    a = tf.train.AdamOptimizer(0.01).minimize(loss)
+    b = tf.train.AdamOptimizer(0.02, name="Adam2").minimize(loss)
+    return {"a": a, "b": b}
+
+
+def prog_adam_in_variable_scope(tf):
+    loss = _model(tf)
+    with tf.variable_scope("opt"):
+        step = tf.train.AdamOptimizer(0.01).minimize(loss)
+    return {"train_op": step}
+
+
+def prog_momentum_and_sgd(tf):
+    loss = _model(tf)
+    m = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    g = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return {"momentum": m, "sgd": g}
+
+
+def prog_plain_variables(tf):
+    a = tf.Variable(1.0)
+    b = tf.Variable(2.0)
+    with tf.name_scope("scope"):
+        c = tf.Variable([1.0, 2.0], name="c")
+    with tf.variable_scope("vs"):
+        d = tf.Variable(0.0, name="d")
+    return {"a": a, "b": b, "c": c, "d": d}
+
+
+PROGRAMS = {name[5:]: fn for name, fn in sorted(globals().items())
+            if name.startswith("prog_")}
+
+
+def describe(tf, result):
+    """The JSON description of the default graph after a program ran."""
+    def var(v):
+        return [v.name, v.shape.as_list()]
+    return {
+        "global": [var(v) for v in tf.global_variables()],
+        "trainable": [v.name for v in tf.trainable_variables()],
+        "local": [var(v) for v in tf.local_variables()],
+        "elements": {k: v.name for k, v in sorted(result.items())},
+        "update_ops": len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)),
+        "regularization_losses": len(tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)),
+    }
