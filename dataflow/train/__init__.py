@@ -14,6 +14,8 @@ from .adam import AdamOptimizer  # noqa: F401
 from .gradient_descent import GradientDescentOptimizer  # noqa: F401
 from .momentum import MomentumOptimizer  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
+from .saver import (CheckpointState, Saver, checkpoint_exists,  # noqa: F401
+                    get_checkpoint_state, latest_checkpoint, update_checkpoint_state)
 from .training_util import (  # noqa: F401
     create_global_step,
     get_global_step,
