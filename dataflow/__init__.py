@@ -61,6 +61,7 @@ from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # n
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
 from . import train  # noqa: F401
+from . import layers  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 

@@ -80,6 +80,34 @@ def prog_plain_variables(tf):
     return {"a": a, "b": b, "c": c, "d": d}
 
 
+def prog_layers(tf):
+    x = tf.placeholder(tf.float32, [None, 6], name="x")
+    training = tf.placeholder(tf.bool, [], name="training")
+    h = tf.layers.dense(x, 5, activation=tf.nn.relu)
+    h = tf.layers.dropout(h, rate=0.5, training=training)
+    h = tf.layers.batch_normalization(h, training=training)
+    logits = tf.layers.dense(h, 3, name="logits")
+    again = tf.layers.dense(h, 3, name="logits", reuse=True)
+    other = tf.layers.dense(x, 4, kernel_regularizer=lambda w: tf.reduce_sum(w))
+    flat = tf.layers.flatten(tf.reshape(x, [-1, 2, 3]))
+    with tf.variable_scope("block"):
+        inner = tf.layers.dense(x, 2, use_bias=False)
+        bn = tf.layers.batch_normalization(inner, training=True)
+    frozen = tf.layers.batch_normalization(x, training=False, trainable=False)
+    return {"logits": logits, "again": again, "other": other, "flat": flat, "inner": inner,
+            "bn": bn, "frozen": frozen}
+
+
+def prog_layer_objects(tf):
+    x = tf.placeholder(tf.float32, [None, 4], name="x")
+    layer = tf.layers.Dense(3, name="shared")
+    a = layer(x)
+    b = layer(x)
+    c = tf.layers.Dense(2)(a)
+    d = tf.layers.Dense(2)(b)
+    return {"a": a, "b": b, "c": c, "d": d}
+
+
 PROGRAMS = {name[5:]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
 
