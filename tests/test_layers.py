@@ -137,3 +137,18 @@ def test_flatten_of_unknown_dimensions(graph):
     with df.Session() as sess:
         got = sess.run(f, {x: np.arange(24, dtype=np.float32).reshape(2, 4, 3)})
     np.testing.assert_array_equal(got, np.arange(24).reshape(2, 12))
+
+
+def test_readme_example_runs():
+    import contextlib
+    import io
+    import re
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## Variables, initializers, random numbers, layers and "
+                         "checkpoints", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    out = io.StringIO()
+    with df.Graph().as_default(), contextlib.redirect_stdout(out):
+        exec(compile(block, "README-tf1", "exec"), {})
+    assert out.getvalue().strip() == str(['mlp/dense/kernel:0', 'mlp/dense/bias:0',
+                                          'mlp/batch_normalization/gamma:0'])

@@ -230,3 +230,24 @@ def test_get_variable_in_a_loop_body_is_made_outside_it(graph):
         sess.run(df.global_variables_initializer())
         assert sess.run(out) == 8.0
         assert sess.run(g) == 12.0  # d(w^3)/dw at 2
+
+
+def test_constraints_project_variables_after_each_optimizer_update(graph):
+    with df.variable_scope("c", constraint=lambda v: df.maximum(v, 0.0)):
+        w = df.get_variable("w", initializer=np.array([1.0, -1.0], np.float32))
+    free = df.get_variable("free", initializer=np.array([1.0, -1.0], np.float32),
+                           constraint=lambda v: df.minimum(v, 0.5))
+    assert w.constraint is not None and free.constraint is not None
+    with pytest.raises(ValueError, match="callable"):
+        df.Variable(1.0, constraint=3)
+    loss = df.reduce_sum(w * np.array([1.0, -1.0], np.float32)) + df.reduce_sum(free)
+    train = df.train.GradientDescentOptimizer(1.0).minimize(loss)
+    with df.Session() as sess:
+        sess.run(df.global_variables_initializer())
+        sess.run(train)
+        # w - grad = [0, 0] -> clipped at 0; free - 1 = [0, -2] -> min(., 0.5)
+        np.testing.assert_array_equal(sess.run(w), [0.0, 0.0])
+        np.testing.assert_array_equal(sess.run(free), [0.0, -2.0])
+        sess.run(train)
+        np.testing.assert_array_equal(sess.run(w), [0.0, 1.0])
+        np.testing.assert_array_equal(sess.run(free), [-1.0, -3.0])

@@ -53,7 +53,7 @@ class Variable:
     """
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None,
-                 shape=None, validate_shape=True, collections=None):
+                 shape=None, validate_shape=True, collections=None, constraint=None):
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
         g = get_default_graph()
@@ -79,6 +79,10 @@ class Variable:
             with g.name_scope("Read"):
                 self._graph_element = self._read(name="ReadVariableOp")
         self._trainable = trainable
+        if constraint is not None and not callable(constraint):
+            raise ValueError("The `constraint` argument must be a callable.")
+        # Optimizers apply it after each update: var.assign(constraint(var)).
+        self._constraint = constraint
         # As TF: None means the global collection, [] means none (a variable that
         # global_variables_initializer() does not cover); trainable ones are always listed.
         collections = [GLOBAL_VARIABLES] if collections is None else list(collections)
@@ -98,6 +102,7 @@ class Variable:
     initializer = property(lambda self: self._initializer_op)
     initial_value = property(lambda self: self._initial_value)
     trainable = property(lambda self: self._trainable)
+    constraint = property(lambda self: self._constraint)
 
     def get_shape(self):
         return self._shape

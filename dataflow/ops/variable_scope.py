@@ -371,11 +371,11 @@ def _get_or_make(name, shape, dtype, initializer, regularizer, reuse, trainable,
     # control-flow context and control dependencies: it is graph-global state.
     with graph.name_scope(None), graph.control_dependencies(None):
         v = Variable(init_val, trainable=trainable, name=scope_name, dtype=var_dtype,
-                     collections=collections, validate_shape=validate_shape)
+                     collections=collections, validate_shape=validate_shape,
+                     constraint=constraint)
     if v.name != name + ":0":
         raise ValueError(f"A node named {name} exists already; cannot create variable "
                          f"{name} (got {v.name}).")
-    v._constraint = constraint
     store.vars[name] = v
     if regularizer is not None:
         with graph.name_scope(name + "/Regularizer/"):

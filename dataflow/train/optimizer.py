@@ -159,7 +159,12 @@ class Optimizer(abc.ABC):
                 if grad is None:
                     continue
                 with graph.name_scope("update_" + _var_op_name(var)):
-                    update_ops.append(self._apply_dense(grad, var))
+                    update = self._apply_dense(grad, var)
+                    if var.constraint is not None:
+                        # As TF: the constraint projects the variable after its update.
+                        with graph.control_dependencies([update]):
+                            update = var.assign(var.constraint(var))
+                    update_ops.append(update)
             # As TF, the op a step runs is named after the optimizer's scope ("Adam",
             # "train/Adam"): the final group, or the global step's increment after it.
             if global_step is None:
