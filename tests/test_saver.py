@@ -228,3 +228,20 @@ def test_restore_into_a_trained_model_matches_training(graph, tmp_path):
         saver.restore(sess, path)
         again = [sess.run([train, loss])[1] for _ in range(5)]
     np.testing.assert_allclose(again, continued, rtol=1e-6)
+
+
+def test_keep_checkpoint_every_n_hours(graph, tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(saver_module, "_now", lambda: clock[0])
+    v = df.Variable(0, name="v")
+    saver = df.train.Saver(max_to_keep=1, keep_checkpoint_every_n_hours=1.0)
+    prefix = str(tmp_path / "m")
+    with df.Session() as sess:
+        sess.run(v.initializer)
+        for step, minutes in enumerate([10, 20, 70, 80, 200]):
+            clock[0] = 1000.0 + 60 * minutes
+            saver.save(sess, prefix, global_step=step)
+    kept = sorted(p for p in os.listdir(tmp_path) if p.endswith(".index"))
+    # Step 2 (70 min, past the first hour) is kept for good; the next keep is after 2 h.
+    assert kept == ["m-2.index", "m-4.index"]
+    assert saver.last_checkpoints == [prefix + "-4"]

@@ -40,6 +40,7 @@ import io
 import json
 import os
 import tempfile
+import time
 import zipfile
 
 import numpy as np
@@ -85,6 +86,10 @@ def _write_atomic(path, data: bytes):
         pass
     finally:
         os.close(dir_fd)
+
+
+def _now():
+    return time.time()
 
 
 def _write_all(f, data):
@@ -238,7 +243,8 @@ class Saver:
 
     ``var_list``: variables (saved under their names) or a ``{name: variable}`` dict;
     default every global variable. ``max_to_keep``: how many recent checkpoints to keep
-    (older ones are deleted; None or 0 keeps all).
+    (older ones are deleted; None or 0 keeps all), except that one checkpoint every
+    ``keep_checkpoint_every_n_hours`` is kept for good.
 
     >>> saver = Saver({"weights": w})
     >>> saver.save(sess, "/tmp/ckpt/model")
@@ -259,6 +265,11 @@ class Saver:
         if not self._vars and not allow_empty:
             raise ValueError("No variables to save")
         self._max_to_keep = max_to_keep
+        # As TF: a checkpoint rotated out of max_to_keep is kept anyway when it was saved
+        # at least keep_checkpoint_every_n_hours after the last one kept that way.
+        self._keep_every_s = keep_checkpoint_every_n_hours * 3600.0
+        self._next_keep_time = _now() + self._keep_every_s
+        self._save_times: dict = {}
         self._pad_step_number = pad_step_number
         self._filename = filename
         self._last_checkpoints: list[str] = []
@@ -332,12 +343,16 @@ class Saver:
         if prefix in self._last_checkpoints:
             self._last_checkpoints.remove(prefix)
         self._last_checkpoints.append(prefix)
+        self._save_times[prefix] = _now()
         if not self._max_to_keep:
             # As TF: no file is deleted, but only the newest is remembered.
             self._last_checkpoints = self._last_checkpoints[-1:]
             return
         while len(self._last_checkpoints) > self._max_to_keep:
             old = self._last_checkpoints.pop(0)
+            if self._save_times.pop(old, 0.0) > self._next_keep_time:
+                self._next_keep_time += self._keep_every_s
+                continue
             for path in (_index_path(old), _data_path(old)):  # index first: never half-valid
                 if os.path.exists(path):
                     os.remove(path)
