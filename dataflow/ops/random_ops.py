@@ -176,13 +176,13 @@ def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None):
     """
     output_dtype = _check_dtype(output_dtype or _dtypes.int64, _INTS, "multinomial")
     g = get_default_graph()
-    with g.name_scope(name or "multinomial") as scope:
+    with g.name_scope(name or "multinomial"):
         logits = convert_to_tensor(logits, name="logits")
         _check_dtype(logits.dtype, _FLOATS, "multinomial logits")
         n = convert_to_tensor(num_samples, dtype=_dtypes.int32, name="num_samples")
         return g.create_op("Multinomial", [logits, n],
                            {"output_dtype": output_dtype, **_seed_attrs(seed)},
-                           name=scope).outputs[0]
+                           name="Multinomial").outputs[0]
 
 
 def categorical(logits, num_samples, dtype=None, seed=None, name=None):
@@ -205,7 +205,7 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     if (keep_prob is None) == (rate is None):
         raise ValueError("Specify exactly one of keep_prob and rate.")
     g = get_default_graph()
-    with g.name_scope(name or "dropout") as scope:
+    with g.name_scope(name or "dropout"):
         x = convert_to_tensor(x, name="x")
         if not x.dtype.is_floating:
             raise ValueError(f"x has to be a floating point tensor since it's going to be "
@@ -227,6 +227,7 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
             from .array_ops import shape
             noise_shape = shape(x)
         random = random_uniform(noise_shape, seed=seed, dtype=x.dtype)
-        keep = math_ops.cast(math_ops.greater_equal(random, rate), x.dtype)
         scale = math_ops.divide(1.0, math_ops.subtract(1.0, rate))
-        return math_ops.multiply(x * scale, keep, name=scope)
+        keep = math_ops.cast(math_ops.greater_equal(random, rate), x.dtype)
+        # TF 1.15's ops and names: "dropout/mul" (x * scale), "dropout/mul_1" (* mask).
+        return x * scale * keep

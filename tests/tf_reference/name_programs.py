@@ -108,6 +108,30 @@ def prog_layer_objects(tf):
     return {"a": a, "b": b, "c": c, "d": d}
 
 
+def prog_random_and_initializer_ops(tf):
+    x = tf.placeholder(tf.float32, [None, 5], name="x")
+    out = {
+        "normal": tf.random_normal([2, 3], 1.0, 2.0),
+        "truncated": tf.truncated_normal([3], stddev=0.1),
+        "uniform": tf.random_uniform([4], -1.0, 1.0),
+        "uniform_int": tf.random_uniform([2], 0, 10, dtype=tf.int32),
+        "shuffle": tf.random_shuffle(tf.constant([1, 2, 3])),
+        "multinomial": tf.multinomial(tf.constant([[0.0, 1.0]]), 3),
+        "categorical": tf.random.categorical(tf.constant([[0.0, 1.0]]), 3),
+        "named": tf.random_normal([1], name="noise"),
+    }
+    # (nn.dropout is left out: TF 2.21 builds it with SelectV2, TF 1.15 with Mul ops, as
+    # dataflow does, so their names differ.)
+    tf.nn.dropout(x, keep_prob=0.5)
+    with tf.variable_scope("init"):
+        out["glorot"] = tf.get_variable("glorot", [3, 2])
+        out["he"] = tf.get_variable("he", [3, 2], initializer=tf.initializers.he_normal())
+        out["ortho"] = tf.get_variable("ortho", [3, 3],
+                                       initializer=tf.orthogonal_initializer())
+        out["const"] = tf.get_variable("const", [2], initializer=tf.constant_initializer(1.0))
+    return out
+
+
 PROGRAMS = {name[5:]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
 
