@@ -30,3 +30,16 @@ def test_names_match_tensorflow(name):
     assert got["elements"] == want["elements"]
     assert got["update_ops"] == want["update_ops"]
     assert got["regularization_losses"] == want["regularization_losses"]
+
+
+SCOPES = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
+                     "scopes.json").read_text())
+
+
+@pytest.mark.parametrize("index", range(len(SCOPES)))
+def test_random_scope_scripts_name_as_tensorflow(index):
+    from .tf_reference import scope_scripts
+    case = SCOPES[index]
+    with df.Graph().as_default():
+        got = scope_scripts.run_script(df, case["script"])
+    assert got == case["names"]

@@ -373,9 +373,8 @@ def _get_or_make(name, shape, dtype, initializer, regularizer, reuse, trainable,
         v = Variable(init_val, trainable=trainable, name=scope_name, dtype=var_dtype,
                      collections=collections, validate_shape=validate_shape,
                      constraint=constraint)
-    if v.name != name + ":0":
-        raise ValueError(f"A node named {name} exists already; cannot create variable "
-                         f"{name} (got {v.name}).")
+    # (If a name scope took the name already, the variable is called "<name>_1" while the
+    # store knows it as <name>, exactly as in TF.)
     store.vars[name] = v
     if regularizer is not None:
         with graph.name_scope(name + "/Regularizer/"):
