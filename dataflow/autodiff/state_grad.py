@@ -3,6 +3,7 @@ handle; assignments and stacks have none (the stack-based history of while-loop
 gradients is built by the autodiff machinery, not differentiated)."""
 from __future__ import annotations
 
+from ..ops.random_ops import RANDOM_OP_TYPES
 from .registry import NotDifferentiable, RegisterGradient
 
 
@@ -19,6 +20,5 @@ for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubV
 # Random draws have no gradient with respect to their shape, bounds or seeds (TF's
 # NotDifferentiable registrations); random_normal's mean/stddev get theirs through
 # the Mul/Add the wrapper builds around the draw.
-for _t in ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
-           "RandomShuffle", "Multinomial"):
+for _t in RANDOM_OP_TYPES:
     NotDifferentiable(_t)

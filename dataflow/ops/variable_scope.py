@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import dtypes as _dtypes
 from ..framework.convert import constant, convert_to_tensor
-from ..framework.graph import Tensor, get_default_graph
+from ..framework.graph import get_default_graph
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape, as_shape
 from .state_ops import Variable, variables_initializer
