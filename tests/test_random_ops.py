@@ -304,3 +304,18 @@ def test_parallel_loop_iterations_draw_each_execution_once(graph):
         got = sess.run(total)
     want = sum(_philox(DEFAULT_GRAPH_SEED, 2, n).random(3).sum() for n in range(20))
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_process_mode_continues_streams_across_worker_reforks(graph):
+    df.set_random_seed(1)
+    with df.device("/cpu:0"):
+        u = df.random_uniform([3])
+    with df.device("/cpu:1"):
+        w = u * 2.0
+    config = df.ConfigProto(partition_mode="processes", device_count={"CPU": 2})
+    with df.Session(config=config) as sess:
+        # Each new fetch set forks new workers; the streams go on where they were.
+        got = [sess.run(u), sess.run(w) / 2.0, sess.run(u), sess.run([u, w])[0]]
+    with df.Session() as sess:
+        want = [sess.run(u) for _ in range(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -379,17 +379,33 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
 
 
 def _dump_state(resources) -> dict:
-    """Initialized variables of this process: {name: (dtype, shape, value)}."""
+    """Initialized variables of this process: {name: (dtype, shape, value)}; and how far
+    each random op's stream has gone: {key: (_RANDOM_STREAM, None, executions)}."""
+    from dataflow.kernels.numpy_cpu.random import PhiloxStream
     from dataflow.kernels.numpy_cpu.state import VariableCell
-    return {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
-            if isinstance(cell, VariableCell) and cell.value is not None}
+    state = {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
+             if isinstance(cell, VariableCell) and cell.value is not None}
+    state.update({key: (_RANDOM_STREAM, None, stream.executions)
+                  for key, stream in resources.items() if isinstance(stream, PhiloxStream)})
+    return state
+
+
+# Marks a random stream's entry in a state dump (a new worker continues the sequence
+# instead of drawing its first numbers again).
+_RANDOM_STREAM = "random_stream"
 
 
 def _install_state(resources, state):
     """Put variables handed over by an earlier worker into this process's cells (the
     cells the forked kernels already hold, so they must be updated, not replaced)."""
+    from dataflow.kernels.numpy_cpu.random import PhiloxStream
     from dataflow.kernels.numpy_cpu.state import VariableCell
     for name, (dtype, shape, value) in state.items():
+        if isinstance(dtype, str) and dtype == _RANDOM_STREAM:
+            stream = resources.get(name)
+            if isinstance(stream, PhiloxStream):
+                stream.executions = value
+            continue
         cell = resources.get(name)
         if not isinstance(cell, VariableCell):
             cell = resources[name] = VariableCell(name, dtype, shape)

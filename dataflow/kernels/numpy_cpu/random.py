@@ -51,6 +51,16 @@ class PhiloxStream:
         self._count = 0
         self._lock = threading.Lock()
 
+    @property
+    def executions(self) -> int:
+        """How many executions drew from this stream (the next one uses this count)."""
+        return self._count
+
+    @executions.setter
+    def executions(self, n: int):
+        with self._lock:
+            self._count = int(n)
+
     def generator(self) -> np.random.Generator:
         """A generator for the next execution of the op: NumPy's ``Philox(counter=[0, 0,
         0, n], key=key)``, made by resetting this thread's own Philox object (5x cheaper
