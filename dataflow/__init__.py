@@ -56,6 +56,7 @@ from .ops.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope,  # noqa: 
                                  local_variables_initializer, model_variables,
                                  report_uninitialized_variables, variable_op_scope,
                                  variable_scope)
+from .ops.variable_scope import local_variables_initializer as initialize_local_variables  # noqa: F401,E501
 from . import initializers  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
