@@ -44,11 +44,31 @@ from .ops.state_ops import (Variable, global_variables, global_variables_initial
                             initialize_all_variables, trainable_variables,
                             variables_initializer)
 from .control_flow import case, cond, while_loop  # noqa: F401
+from .framework.random_seed import set_random_seed  # noqa: F401
+from .ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
+                             random_uniform, truncated_normal)
+from . import random  # noqa: F401
+from .ops.init_ops import (constant_initializer, glorot_normal_initializer,  # noqa: F401
+                           glorot_uniform_initializer, ones_initializer,
+                           orthogonal_initializer, random_normal_initializer,
+                           random_uniform_initializer, truncated_normal_initializer,
+                           variance_scaling_initializer, zeros_initializer, qr)
+from .ops.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope,  # noqa: F401
+                                 add_to_collection, add_to_collections, assign, assign_add,
+                                 assign_sub, get_collection, get_collection_ref,
+                                 get_local_variable, get_variable, get_variable_scope,
+                                 is_variable_initialized, local_variables,
+                                 local_variables_initializer, model_variables,
+                                 report_uninitialized_variables, variable_op_scope,
+                                 variable_scope)
+from .ops.variable_scope import local_variables_initializer as initialize_local_variables  # noqa: F401,E501
+from . import initializers  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
 from . import train  # noqa: F401
 from . import losses, metrics  # noqa: F401,E402
+from . import layers  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)

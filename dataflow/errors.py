@@ -14,7 +14,7 @@ from __future__ import annotations
 __all__ = ["OpError", "CancelledError", "InvalidArgumentError", "NotFoundError",
            "FailedPreconditionError", "DeadlineExceededError", "InternalError",
            "OutOfRangeError", "UnimplementedError", "ResourceExhaustedError", "UnknownError",
-           "AbortedError"]
+           "AbortedError", "DataLossError"]
 
 
 class OpError(Exception):
@@ -78,3 +78,7 @@ class UnknownError(OpError):
 
 class AbortedError(OpError):
     """The operation was aborted."""
+
+
+class DataLossError(OpError):
+    """Unrecoverable data loss or corruption (e.g. a truncated checkpoint file)."""

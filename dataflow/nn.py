@@ -11,3 +11,4 @@ from .ops.nn_extra_ops import (batch_normalization, bias_add, embedding_lookup, 
                                l2_loss, l2_normalize, moments,
                                sigmoid_cross_entropy_with_logits,
                                sparse_softmax_cross_entropy_with_logits)
+from .ops.random_ops import dropout  # noqa: F401,E402

@@ -4,6 +4,7 @@ gradients is built by the autodiff machinery, not differentiated), and neither h
 Send/Recv (the partitioner adds them after differentiation)."""
 from __future__ import annotations
 
+from ..ops.random_ops import RANDOM_OP_TYPES
 from .registry import NotDifferentiable, RegisterGradient
 
 
@@ -14,5 +15,12 @@ def _read_grad(op, grad):
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
            "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize",
-           "ResourceApplyAdam", "_Send", "_Recv"):
+           "ResourceApplyAdam", "ReportUninitializedVariables",
+           "_Send", "_Recv"):
+    NotDifferentiable(_t)
+
+# Random draws have no gradient with respect to their shape, bounds or seeds (TF's
+# NotDifferentiable registrations); random_normal's mean/stddev get theirs through
+# the Mul/Add the wrapper builds around the draw.
+for _t in RANDOM_OP_TYPES:
     NotDifferentiable(_t)

@@ -42,6 +42,7 @@ from ..framework.convert import convert_to_tensor
 from ..framework.graph import Operation, Tensor, get_default_graph
 from ..ops.array_ops import identity
 from ..ops.control_flow_ops import merge, switch
+from ..ops.state_ops import set_cond_builder
 from ..util import nest
 from .context import CondContext
 
@@ -207,3 +208,6 @@ def _identity_structure(x):
 
 def _bind_cond(pred, true_fn, false_fn, strict):
     return lambda: cond(pred, true_fn, false_fn, strict=strict)
+
+
+set_cond_builder(cond)  # Variable.initialized_value builds one (ops sits below this layer)

@@ -281,6 +281,7 @@ class Graph:
         self._lock = threading.RLock()
         self._frame_counter = itertools.count()
         self._finalized = False
+        self.seed = None  # the graph-level random seed (framework.random_seed)
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _bump(self):
@@ -519,11 +520,30 @@ class Graph:
     def add_to_collection(self, name: str, value) -> None:
         self._collections.setdefault(name, []).append(value)
 
+    def add_to_collections(self, names, value) -> None:
+        """Add ``value`` to each collection in ``names`` (a name or a list of them)."""
+        for name in ([names] if isinstance(names, str) else set(names)):
+            self.add_to_collection(name, value)
+
     def get_collection(self, name: str, scope=None) -> list:
+        """A copy of collection ``name``; with ``scope``, only items whose name matches
+        it at the start (a regular expression, as TF's ``re.match``)."""
         items = list(self._collections.get(name, []))
         if scope is not None:
-            items = [v for v in items if getattr(v, "name", "").startswith(scope)]
+            pattern = re.compile(scope)
+            items = [v for v in items
+                     if isinstance(getattr(v, "name", None), str) and pattern.match(v.name)]
         return items
+
+    def get_collection_ref(self, name: str) -> list:
+        """The list behind collection ``name`` itself (created empty if absent)."""
+        return self._collections.setdefault(name, [])
+
+    def get_all_collection_keys(self) -> list:
+        return [k for k in self._collections if isinstance(k, str)]
+
+    def clear_collection(self, name: str) -> None:
+        self._collections.pop(name, None)
 
     def _next_frame_id(self) -> int:
         return next(self._frame_counter)

@@ -53,15 +53,15 @@ class Variable:
     """
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None,
-                 shape=None, validate_shape=True, collections=None):
+                 shape=None, validate_shape=True, collections=None, constraint=None):
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
         g = get_default_graph()
         with g.name_scope(name or "Variable") as scope:
             self._name = scope[:-1]
-            if callable(initial_value):
-                initial_value = initial_value()
             with g.name_scope("Initializer"):
+                if callable(initial_value):  # an initializer's ops live under Initializer/
+                    initial_value = initial_value()
                 init = convert_to_tensor(initial_value, dtype=dtype)
             self._dtype = init.dtype
             self._shape = TensorShape(shape) if shape is not None or not validate_shape \
@@ -79,6 +79,10 @@ class Variable:
             with g.name_scope("Read"):
                 self._graph_element = self._read(name="ReadVariableOp")
         self._trainable = trainable
+        if constraint is not None and not callable(constraint):
+            raise ValueError("The `constraint` argument must be a callable.")
+        # Optimizers apply it after each update: var.assign(constraint(var)).
+        self._constraint = constraint
         # As TF: None means the global collection, [] means none (a variable that
         # global_variables_initializer() does not cover); trainable ones are always listed.
         collections = [GLOBAL_VARIABLES] if collections is None else list(collections)
@@ -98,6 +102,7 @@ class Variable:
     initializer = property(lambda self: self._initializer_op)
     initial_value = property(lambda self: self._initial_value)
     trainable = property(lambda self: self._trainable)
+    constraint = property(lambda self: self._constraint)
 
     def get_shape(self):
         return self._shape
@@ -118,17 +123,23 @@ class Variable:
     def _as_graph_element(self):
         return self._graph_element
 
-    def _assign_op(self, op_type, value, name):
+    def _assign_op(self, op_type, value, name, validate_shape=True):
         value = convert_to_tensor(value, dtype=self._dtype)
-        if self._shape.ndims is not None and not self._shape.is_compatible_with(value.shape):
+        attrs = {"shape": self._shape}
+        if not validate_shape:
+            # The stored value may take another shape (tf.assign(..., validate_shape=False)).
+            attrs = {"shape": value.shape, "validate_shape": False}
+        elif self._shape.ndims is not None and not self._shape.is_compatible_with(value.shape):
             raise ValueError(f"Shapes {self._shape} and {value.shape} are incompatible "
                              f"(assigning to variable '{self._name}')")
         return get_default_graph().create_op(
-            op_type, [self._handle, value], {"shape": self._shape}, name=name).outputs[0]
+            op_type, [self._handle, value], attrs, name=name).outputs[0]
 
-    def assign(self, value, use_locking=False, name=None, read_value=True):
-        """Set the variable to ``value``; returns a tensor holding the new value."""
-        return self._assign_op("AssignVariableOp", value, name or "Assign")
+    def assign(self, value, use_locking=False, name=None, read_value=True,
+               validate_shape=True):
+        """Set the variable to ``value``; returns a tensor holding the new value.
+        ``validate_shape=False`` lets the value have another shape than the variable's."""
+        return self._assign_op("AssignVariableOp", value, name or "Assign", validate_shape)
 
     def assign_add(self, delta, use_locking=False, name=None, read_value=True):
         """Add ``delta``; returns a tensor holding the new value."""
@@ -142,6 +153,18 @@ class Variable:
         return get_default_graph().create_op("VarIsInitializedOp", [self._handle],
                                              name="VarIsInitializedOp").outputs[0]
 
+    def initialized_value(self):
+        """The variable's value once it is initialized: its current value if it has one in
+        the running Session, else its initial value (``tf.Variable.initialized_value``), to
+        initialize another variable from this one.
+
+        >>> w2 = Variable(w.initialized_value() * 2.0)
+        """
+        g = get_default_graph()
+        with g.control_dependencies(None):
+            return _COND[0](self.is_initialized(), self.read_value,
+                            lambda: self._initial_value)
+
     def eval(self, session=None):
         return self._graph_element.eval(session=session)
 
@@ -151,6 +174,16 @@ class Variable:
 
     def __repr__(self):
         return f"<df.Variable '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
+
+
+# ``cond`` is built a layer above (dataflow.control_flow), which installs it here when it
+# is imported (``import dataflow`` always does): initialized_value needs it.
+_COND = [None]
+
+
+def set_cond_builder(cond) -> None:
+    """Install ``cond(pred, true_fn, false_fn)`` for :meth:`Variable.initialized_value`."""
+    _COND[0] = cond
 
 
 def _variable_to_tensor(var, dtype, name=None):

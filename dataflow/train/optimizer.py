@@ -25,6 +25,8 @@ from ..framework.graph import Tensor, get_default_graph
 from ..ops.control_flow_ops import group, tuple_
 from ..ops.math_ops import cast
 from ..ops.state_ops import Variable, trainable_variables
+from ..ops.variable_scope import make_slot_variable as make_variable
+from ..ops.variable_scope import variable_scope
 
 # The floating types TF1 optimizes (bfloat16 and complex types do not exist here).
 _VALID_DTYPES = (_dtypes.float16, _dtypes.float32, _dtypes.float64)
@@ -171,7 +173,7 @@ class Optimizer(abc.ABC):
         # Slots are graph-global state: make them outside any dependencies of the caller.
         with graph.control_dependencies(None):
             self._create_slots(var_list)
-        with graph.name_scope(name or self._name):
+        with graph.name_scope(name or self._name) as scope:
             self._hyper_cache = {}
             self._prepare()
             update_ops = []
@@ -179,12 +181,19 @@ class Optimizer(abc.ABC):
                 if grad is None:
                     continue
                 with graph.name_scope("update_" + _var_op_name(var)):
-                    update_ops.append(self._apply_dense(grad, var))
+                    update = self._apply_dense(grad, var)
+                    if var.constraint is not None:
+                        # As TF: the constraint projects the variable after its update.
+                        with graph.control_dependencies([update]):
+                            update = var.assign(var.constraint(var))
+                    update_ops.append(update)
+            # As TF, the op a step runs is named after the optimizer's scope ("Adam",
+            # "train/Adam"): the final group, or the global step's increment after it.
             if global_step is None:
-                train_op = self._finish(update_ops, "update")
+                train_op = self._finish(update_ops, scope)
             else:
                 with graph.control_dependencies([self._finish(update_ops, "update")]):
-                    train_op = global_step.assign_add(1, name="increment_global_step").op
+                    train_op = global_step.assign_add(1, name=scope).op
         graph.add_to_collection(TRAIN_OP, train_op)
         return train_op
 
@@ -227,23 +236,24 @@ class Optimizer(abc.ABC):
         return sorted(found, key=lambda v: v.name)
 
     def _zeros_slot(self, var, slot_name, op_name):
-        """A zero-initialized, non-trainable slot for ``var`` named ``<var>/<op_name>``."""
+        """A zero-initialized, non-trainable slot for ``var``, named as TF's slot creator
+        names it: the variable scope ``<var>/<op_name>`` made unique under the current
+        variable scope (``W/Adam``, then ``W/Adam_1`` for Adam's second slot)."""
         slots = self._slots.setdefault(slot_name, {})
         if var not in slots:
-            # A name ending in "/" reenters the variable's scope verbatim, as TF names slots.
-            with var.graph.name_scope(_var_op_name(var) + "/"):
-                slots[var] = Variable(_zeros_initial_value(var), trainable=False,
-                                      name=op_name, dtype=var.dtype)
+            with variable_scope(None, default_name=_var_op_name(var) + "/" + op_name) as vs:
+                slots[var] = make_variable(vs.name, _zeros_initial_value(var), var.dtype)
         return slots[var]
 
     def _get_or_make_non_slot(self, initial_value, name, colocate_with):
-        """A variable shared by all updates of this optimizer in ``colocate_with``'s graph."""
+        """A variable shared by all updates of this optimizer in ``colocate_with``'s graph,
+        made in the current name scope (``train/beta1_power`` under ``name_scope("train")``).
+        """
         key = (colocate_with.graph, name)
         if key not in self._non_slot_dict:
-            with colocate_with.graph.name_scope(""):
-                # As TF: a Python number makes a float32 variable (Adam's beta powers stay
-                # float32 for float64 variables and are cast where they are used).
-                self._non_slot_dict[key] = Variable(initial_value, trainable=False, name=name)
+            # As TF: a Python number makes a float32 variable (Adam's beta powers stay
+            # float32 for float64 variables and are cast where they are used).
+            self._non_slot_dict[key] = Variable(initial_value, trainable=False, name=name)
         return self._non_slot_dict[key]
 
     def _get_non_slot(self, name, graph=None):

@@ -32,6 +32,12 @@ for _t in ("VarHandleOp", "ReadVariableOp", "VarIsInitializedOp"):
 
 @register_kernel("AssignVariableOp", device="GPU")
 def _assign(ctx):
+    if not ctx.op.attrs.get("validate_shape", True):
+        def assign_any_shape(cell, value):  # tf.assign(..., validate_shape=False)
+            cell.value = to_device(value)
+            return cell.value
+        return serialized(assign_any_shape)
+
     def assign(cell, value):
         return cell.store_owned(to_device(value))
     return serialized(assign)

@@ -7,3 +7,4 @@ the same scalars over 1 µs, and the scalar while loop lives on such calls.
 from . import (array, control_flow, data_flow, grad, logging, math, nn, state,  # noqa: F401
                training)
 from . import conv, extra_array, nn_extra  # noqa: F401,E402
+from . import linalg, random  # noqa: F401

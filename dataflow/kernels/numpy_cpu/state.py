@@ -18,7 +18,30 @@ def _handle(ctx):
 
 
 register_kernel("ReadVariableOp")(lambda ctx: VariableCell.read)
-register_kernel("AssignVariableOp")(lambda ctx: VariableCell.store)
+
+
+@register_kernel("AssignVariableOp")
+def _assign(ctx):
+    if ctx.op.attrs.get("validate_shape", True):
+        return VariableCell.store
+    return _store_any_shape
+
+
+def _store_any_shape(cell, value):
+    """tf.assign(..., validate_shape=False): the variable takes the value's shape."""
+    value = np.array(value, copy=True)
+    value.setflags(write=False)
+    cell.value = value
+    return value
+
+
+@register_kernel("ReportUninitializedVariables")
+def _report_uninitialized(ctx):
+    names = np.array([n.encode() for n in ctx.attr("names")] + [b""], dtype=object)[:-1]
+
+    def kernel(*initialized):
+        return names[~np.array(initialized, dtype=bool)]
+    return kernel
 
 
 @register_kernel("AssignAddVariableOp")

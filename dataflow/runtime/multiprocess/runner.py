@@ -61,7 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Pipe, wait
 
 from ... import errors
-from ...kernels.resources import VariableCell
+from ...kernels.resources import handover_state, install_handover_state
 from .exceptions import pack_exception, unpack_exception
 from .pipes import Endpoint
 from .segments import (adopt_arrays, one_shot_prefix, share_arrays, sweep_orphans_once,
@@ -305,7 +305,7 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
     for e in endpoints:
         if e is not endpoint:
             e.close_connections()
-    _install_state(resources, state)
+    install_handover_state(resources, state)
     commands = queue.SimpleQueue()
 
     def on_control(msg):
@@ -326,7 +326,7 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
             if msg[0] == "stop":
                 break
             if msg[0] == "dump":
-                conn.send(("dump", _dump_state(resources)))
+                conn.send(("dump", handover_state(resources)))
                 continue
             _, step, program_id, device, payload, deadline = msg
             rendezvous = endpoint.rendezvous(step)
@@ -352,22 +352,6 @@ def _worker_main(index, endpoints, conn, programs, resources, state, parent_conn
     finally:
         pool.shutdown(wait=False)
         endpoint.shutdown()
-
-
-def _dump_state(resources) -> dict:
-    """Initialized variables of this process: {name: (dtype, shape, value)}."""
-    return {name: (cell.dtype, cell.shape, cell.value) for name, cell in resources.items()
-            if isinstance(cell, VariableCell) and cell.value is not None}
-
-
-def _install_state(resources, state):
-    """Put variables handed over by an earlier worker into this process's cells (the
-    cells the forked kernels already hold, so they must be updated, not replaced)."""
-    for name, (dtype, shape, value) in state.items():
-        cell = resources.get(name)
-        if not isinstance(cell, VariableCell):
-            cell = resources[name] = VariableCell(name, dtype, shape)
-        cell.store_owned(value)
 
 
 @atexit.register
