@@ -35,6 +35,7 @@ from .ops.math_ops import (abs, add, add_n, cast, ceil, cos, divide, equal, exp,
                            reduce_mean, reduce_min, reduce_prod, reduce_sum, round, rsqrt,
                            sigmoid, sign, sin, sqrt, square, squared_difference, subtract,
                            tanh, truediv)
+from .ops.tensor_array_ops import TensorArray  # noqa: F401
 from .ops.state_ops import (Variable, global_variables, global_variables_initializer,  # noqa: F401
                             initialize_all_variables, trainable_variables,
                             variables_initializer)
