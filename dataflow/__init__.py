@@ -40,6 +40,7 @@ from .ops.state_ops import (Variable, global_variables, global_variables_initial
                             initialize_all_variables, trainable_variables,
                             variables_initializer)
 from .control_flow import case, cond, while_loop  # noqa: F401
+from .control_flow import foldl, foldr, map_fn, scan  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401

@@ -75,7 +75,9 @@ def _write_grad(op, flow):
     with g.control_dependencies([flow_out]):
         flow = identity(flow, name="write_barrier")
     ga = _gradient_array(op, op.get_attr("T"), flow, source)
-    return [None, None, ga.read(index), flow]
+    grad = ga.read(index)
+    grad.set_shape(op.inputs[2].shape)  # the static shape the written value had
+    return [None, None, grad, flow]
 
 
 @RegisterGradient("TensorArrayGatherV3")
@@ -95,6 +97,7 @@ def _scatter_grad(op, flow):
         flow = identity(flow, name="write_barrier")
     ga = _gradient_array(op, op.get_attr("T"), flow, source)
     grad = ga.gather(indices)
+    grad.set_shape(op.inputs[2].shape)
     return [None, None, grad, flow]
 
 
@@ -113,4 +116,6 @@ def _split_grad(op, flow):
     with g.control_dependencies([flow_out]):
         flow = identity(flow, name="write_barrier")
     ga = _gradient_array(op, op.get_attr("T"), flow, source)
-    return [None, ga.concat(), None, flow]
+    grad = ga.concat()
+    grad.set_shape(op.inputs[1].shape)
+    return [None, grad, None, flow]
