@@ -6,7 +6,7 @@
 """
 from . import (array_ops, control_flow_ops, data_flow_ops, grad_ops,  # noqa: F401
                logging_ops, math_ops, nn_ops, state_ops, training_ops)
-from . import tensor_array_ops  # noqa: F401
+from . import sequence_ops, tensor_array_ops  # noqa: F401
 from .data_flow_ops import stack, stack_pop, stack_push, stack_size  # noqa: F401
 from .control_flow_ops import (control_trigger, enter, exit, loop_cond, merge,  # noqa: F401
                                next_iteration, switch)

@@ -2,13 +2,14 @@
 
 Like ``generate.py`` (same TensorFlow setup: graph mode, control flow v1), for
 ``tensor_array_programs.PROGRAMS`` (-> ``expected_tensor_array.json``) and
-``functional_programs.PROGRAMS`` (-> ``expected_functional.json``). CI never runs
-it. From the repository root::
+``functional_programs.PROGRAMS`` (-> ``expected_functional.json``) and
+``rnn_programs.PROGRAMS`` (-> ``expected_rnn.json``). CI never runs it. From the repository root::
 
     /work/tfvenv/bin/python tests/tf_reference/generate_tensor_array.py
 
 Program names given as arguments run only those and print their outcomes (nothing
-is written). Then run ``pytest tests/test_tensor_array_reference.py``.
+is written). Then run ``pytest tests/test_tensor_array_reference.py tests/test_functional_ops.py
+tests/test_rnn.py``.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 SUITES = {"tensor_array_programs": HERE / "expected_tensor_array.json",
-          "functional_programs": HERE / "expected_functional.json"}
+          "functional_programs": HERE / "expected_functional.json",
+          "rnn_programs": HERE / "expected_rnn.json"}
 
 
 def main() -> int:

@@ -6,4 +6,4 @@ the same scalars over 1 µs, and the scalar while loop lives on such calls.
 """
 from . import (array, control_flow, data_flow, grad, logging, math, nn, state,  # noqa: F401
                training)
-from . import tensor_array  # noqa: F401
+from . import sequence, tensor_array  # noqa: F401
