@@ -201,3 +201,25 @@ def test_array_lives_with_its_first_write_and_is_used_on_two_devices():
                and op.type != "TensorArrayV3" or op is ta.handle.op)
     assert [op.device for op in ops if op.type == "Mul" and op.name.startswith("mul")][-1] \
         .endswith("CPU:0")
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_array_made_on_one_device_and_written_from_another(mode):
+    """The handle is placed on /cpu:0 (no colocation with the first write); the written
+    value comes from /cpu:1. Every access runs where the array lives, in both the
+    threaded and the multi-process partitioned runs."""
+    with df.Graph().as_default():
+        x = df.placeholder(df.float32, [3])
+        with df.device("/cpu:0"):
+            ta = df.TensorArray(df.float32, size=2, colocate_with_first_write_call=False)
+        with df.device("/cpu:1"):
+            v = x * 2.0
+        ta = ta.write(0, v).write(1, v * v)
+        y = df.reduce_sum(ta.stack())
+        g, = df.gradients(y, [x])
+        value = np.array([1.0, 2.0, -1.0], np.float32)
+        config = df.ConfigProto(partition_mode=mode, device_count={"CPU": 2})
+        with df.Session(config=config) as sess:
+            got_y, got_g = sess.run([y, g], {x: value})
+    np.testing.assert_allclose(got_y, np.sum(2 * value + 4 * value ** 2))
+    np.testing.assert_allclose(got_g, 2.0 + 8.0 * value)
