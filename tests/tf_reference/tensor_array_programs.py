@@ -408,5 +408,82 @@ def prog_ta_grad_scan_like_float32(tf):
     return [y] + tf.gradients(y, [x, w]), {}
 
 
+# -- more of tensor_array_ops_test.py -----------------------------------------------------------
+def prog_ta_eval_empty_with_default(tf):
+    """An unstack that never runs still gives the empty array its element shape."""
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=False, infer_shape=True)
+    ta.unstack(tf.zeros([0, 3, 5]))
+    return [ta.size(), ta.stack(), ta.concat()], {}
+
+
+def prog_ta_unpack_dynamic_gradient(tf):
+    x = tf.placeholder(tf.float64, [None])
+    ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True).unstack(x * x)
+    s = ta.stack()
+    return [s, ta.size()] + tf.gradients(tf.reduce_sum(s * 2.0), [x]), \
+        [{x: [1.0, 2.0, 3.0]}, {x: [-1.5]}]
+
+
+def prog_ta_split_dynamic_gradient(tf):
+    x = tf.placeholder(tf.float64, [None])
+    lengths = tf.placeholder(tf.int64, [None])
+    ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True, infer_shape=False)
+    ta = ta.split(tf.exp(x), lengths)
+    c = ta.concat()
+    return [c, ta.size()] + tf.gradients(tf.reduce_sum(c * c), [x]), \
+        [{x: [1.0, 2.0, 3.0], lengths: [1, 2]}, {x: [0.5, 0.25], lengths: [0, 2, 0]}]
+
+
+def prog_ta_gradient_not_all_components_read(tf):
+    x = c64(tf, [2.0, 3.0])
+    w = tf.TensorArray(tf.float64, size=2).unstack(x)
+    return tf.gradients(w.read(0), [x]), {}
+
+
+def prog_ta_grad_serial_two_loops(tf):
+    """One loop fills an array, a second loop reads it; both are differentiated."""
+    num_steps = 20
+    x = c64(tf, 1.01)
+    acc = tf.TensorArray(tf.float64, size=num_steps, clear_after_read=False,
+                         element_shape=[])
+
+    def fill(i, acc, v):
+        v = v * x
+        return i + 1, acc.write(i, v), v
+
+    _, acc, _ = tf.while_loop(lambda i, a, v: i < num_steps, fill,
+                              [0, acc, tf.constant(1.0, tf.float64)])
+
+    def reduce(i, total):
+        return i + 1, total + acc.read(i) * acc.read(num_steps - 1 - i)
+
+    _, total = tf.while_loop(lambda i, t: i < num_steps, reduce,
+                             [0, tf.constant(0.0, tf.float64)])
+    return [total] + tf.gradients(total, [x]), {}
+
+
+def prog_ta_write_in_loop_read_outside(tf):
+    """A loop writes every other index; the rest read as zeros of the known shape."""
+    ta = tf.TensorArray(tf.float32, size=6, element_shape=[2])
+
+    def body(i, t):
+        return i + 2, t.write(i, tf.fill([2], tf.cast(i, tf.float32)))
+
+    _, ta = tf.while_loop(lambda i, t: i < 6, body, [0, ta])
+    return ta.stack(), {}
+
+
+def prog_ta_size_and_close(tf):
+    n = tf.placeholder(tf.int32, [])
+    ta = tf.TensorArray(tf.float32, size=n, dynamic_size=True)
+    w = ta.write(4, 1.0)
+    size = w.size()
+    with tf.control_dependencies([size]):
+        close = w.close()
+    with tf.control_dependencies([close]):
+        done = tf.constant(1)
+    return [size, done], [{n: 2}, {n: 9}]
+
+
 PROGRAMS = {name: fn for name, fn in list(globals().items())
             if name.startswith("prog_") and callable(fn)}
