@@ -223,3 +223,38 @@ def test_array_made_on_one_device_and_written_from_another(mode):
             got_y, got_g = sess.run([y, g], {x: value})
     np.testing.assert_allclose(got_y, np.sum(2 * value + 4 * value ** 2))
     np.testing.assert_allclose(got_g, 2.0 + 8.0 * value)
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_loop_and_its_gradient_reach_an_array_on_another_device(mode):
+    """Every TensorArray op, the gradient loop's included, runs on the array's device
+    (/cpu:1), while the loop's arithmetic runs on /cpu:0."""
+    with df.Graph().as_default() as g:
+        x = df.placeholder(df.float32, [2])
+        with df.device("/cpu:1"):
+            ta = df.TensorArray(df.float32, size=3, colocate_with_first_write_call=False)
+        with df.device("/cpu:0"):
+            def body(i, v, t):
+                v = v * x + 1.0
+                return i + 1, v, t.write(i, v)
+            _, _, ta = df.while_loop(lambda i, v, t: i < 3, body, [0, x, ta])
+            y = df.reduce_sum(ta.stack() * df.constant([[1.0], [2.0], [3.0]]))
+            grad, = df.gradients(y, [x])
+        ta_ops = [op for op in g.get_operations() if op.type.startswith("TensorArray")]
+        assert {op.type for op in ta_ops} >= {"TensorArrayV3", "TensorArrayGradV3",
+                                              "TensorArrayWriteV3", "TensorArrayReadV3",
+                                              "TensorArrayGatherV3", "TensorArrayScatterV3"}
+        assert all(op.device.endswith("CPU:1") for op in ta_ops), \
+            [(op.name, op.device) for op in ta_ops if not op.device.endswith("CPU:1")]
+        value = np.array([0.5, -1.5], np.float32)
+        config = df.ConfigProto(partition_mode=mode, device_count={"CPU": 2})
+        with df.Session(config=config) as sess:
+            got_y, got_g = sess.run([y, grad], {x: value})
+    v1 = value * value + 1.0
+    v2 = v1 * value + 1.0
+    v3 = v2 * value + 1.0
+    np.testing.assert_allclose(got_y, np.sum(v1 + 2 * v2 + 3 * v3), rtol=1e-6)
+    dv1 = 2 * value
+    dv2 = dv1 * value + v1
+    dv3 = dv2 * value + v2
+    np.testing.assert_allclose(got_g, dv1 + 2 * dv2 + 3 * dv3, rtol=1e-6)

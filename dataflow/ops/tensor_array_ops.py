@@ -104,6 +104,19 @@ def _arange(n):
     return cast(reshape(coords, [-1]), _dtypes.int32, name="indices")
 
 
+# Ops a handle passes through on its way into loops and conds.
+_HANDLE_FORWARDERS = ("Enter", "Exit", "Switch", "Identity")
+
+
+def _array_device(handle: Tensor) -> str:
+    """The device of the op that made the array behind ``handle`` (through the Enters of
+    loops and the Switches of conds the handle passed)."""
+    op = handle.op
+    while op.type in _HANDLE_FORWARDERS and op.inputs:
+        op = op.inputs[0].op
+    return op.device
+
+
 def is_tensor_array(x) -> bool:
     return isinstance(x, TensorArray)
 
@@ -241,9 +254,10 @@ class TensorArray:
             creator._set_device(value.device)
 
     def _op(self, op_type, inputs, attrs=None, name=None):
+        """An op on the array, placed where the array lives (a resource's ops run on its
+        device, as TF's placer puts them)."""
         g = get_default_graph()
-        device = self._handle.op.device
-        with g.device(device or None):
+        with g.device(_array_device(self._handle) or None):
             return g.create_op(op_type, inputs, attrs or {}, name=name or op_type)
 
     # -- element access ------------------------------------------------------------------------
