@@ -194,5 +194,34 @@ def prog_map_fn_inside_while(tf):
     return [v] + tf.gradients(tf.reduce_sum(v), [x]), {}
 
 
+# -- edge cases and errors -------------------------------------------------------------------------
+def prog_map_fn_empty(tf):
+    return tf.map_fn(lambda x: x * 2.0, tf.zeros([0, 2, 3])), {}
+
+
+def prog_scan_empty(tf):
+    return tf.scan(lambda a, x: a + x, tf.zeros([0, 2, 3]), initializer=tf.ones([2, 3])), {}
+
+
+def prog_map_fn_dtype_changes(tf):
+    elems = tf.constant([1, 2, 3])
+    return tf.map_fn(lambda x: tf.cast(x, tf.float32) * 0.5, elems, dtype=tf.float32), {}
+
+
+def prog_map_fn_wrong_structure(tf):
+    return tf.map_fn(lambda x: (x, x), tf.constant([1.0, 2.0]), dtype=tf.float32), {}
+
+
+def prog_scan_wrong_structure(tf):
+    elems = tf.constant([1.0, 2.0])
+    return tf.scan(lambda a, x: a[0] + x, elems,
+                   initializer=(tf.constant(0.0), tf.constant(1.0))), {}
+
+
+def prog_map_fn_elems_of_unequal_length(tf):
+    elems = (tf.constant([1.0, 2.0]), tf.constant([1.0, 2.0, 3.0]))
+    return tf.map_fn(lambda x: x[0] + x[1], elems, dtype=tf.float32), {}
+
+
 PROGRAMS = {name: fn for name, fn in list(globals().items())
             if name.startswith("prog_") and callable(fn)}
