@@ -47,6 +47,7 @@ from . import nn  # noqa: F401
 from . import train  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
+from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 
 mod = floormod
 newaxis = None

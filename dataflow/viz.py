@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from .framework import graph as _graph
 from .framework import op_registry as R
 
 __all__ = [
@@ -260,3 +261,8 @@ def render(dot_text: str, out_path: str, fmt: str | None = None) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"dot failed ({proc.returncode}): {proc.stderr.decode().strip()}")
     return out_path
+
+
+# Graph.to_dot draws through this module; registering here keeps the framework free of
+# an import of the drawing code (dataflow/__init__ imports viz, so it is always set).
+_graph._DOT_WRITER[:] = [graph_to_dot]

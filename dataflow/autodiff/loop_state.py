@@ -20,14 +20,43 @@ from ..control_flow.context import (CondContext, WhileContext, get_output_contex
                                     is_loop_constant_enter, is_loop_exit)
 from ..framework.convert import constant
 from ..framework.graph import Tensor, get_default_graph
-from ..ops import data_flow_ops
+from ..ops import array_ops, data_flow_ops
 from ..ops.array_ops import shape as shape_of
 from ..ops.array_ops import zeros, zeros_like
 from ..ops.control_flow_ops import control_trigger, exit as exit_op, loop_cond, merge
 from ..ops.control_flow_ops import next_iteration, switch
 from ..ops.math_ops import add, greater_equal, subtract
 
-__all__ = ["GradLoopState", "ControlFlowState", "forward_while_context", "in_context"]
+__all__ = ["GradLoopState", "ControlFlowState", "forward_while_context", "in_context",
+           "compute_for_gradient_loop"]
+
+
+def compute_for_gradient_loop(x: Tensor, build) -> Tensor:
+    """``build(x)`` for a small query of ``x`` (its shape, size or rank).
+
+    Inside a gradient loop, when ``x`` belongs to the forward loop, the query runs in
+    the forward loop and only its small result is saved for the gradient loop, not
+    ``x`` itself. Everywhere else this is just ``build(x)``. Registered with
+    :func:`dataflow.ops.array_ops.set_shape_query_builder`, so ``df.shape`` and its
+    kin, built in the op layer, get it.
+    """
+    g = x.graph
+    current = g._get_control_flow_context()
+    grad_ctx = current.GetWhileContext() if current is not None else None
+    if grad_ctx is None or grad_ctx.grad_state is None:
+        return build(x)
+    x_ctx = get_output_context(x.op)
+    forward = x_ctx.GetWhileContext() if x_ctx is not None else None
+    if forward is not grad_ctx.grad_state.forward_context:
+        return build(x)
+    with g.control_dependencies(None):  # (this also clears the context: set it after)
+        g._set_control_flow_context(x_ctx)
+        query = build(x)
+    g._set_control_flow_context(current)
+    return grad_ctx.grad_state.get_real_value(query)
+
+
+array_ops.set_shape_query_builder(compute_for_gradient_loop)
 
 
 def forward_while_context(op):

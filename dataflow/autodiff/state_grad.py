@@ -1,6 +1,7 @@
 """Gradients of stateful ops: a variable read passes its gradient to the variable's
 handle; assignments and stacks have none (the stack-based history of while-loop
-gradients is built by the autodiff machinery, not differentiated)."""
+gradients is built by the autodiff machinery, not differentiated), and neither have
+Send/Recv (the partitioner adds them after differentiation)."""
 from __future__ import annotations
 
 from .registry import NotDifferentiable, RegisterGradient
@@ -13,5 +14,5 @@ def _read_grad(op, grad):
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
            "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize",
-           "ResourceApplyAdam"):
+           "ResourceApplyAdam", "_Send", "_Recv"):
     NotDifferentiable(_t)

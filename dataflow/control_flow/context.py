@@ -104,32 +104,6 @@ def check_input_from_valid_context(op: Operation, input_op: Operation) -> None:
         "outputs (its Exit tensors) instead, or return the value from the loop.")
 
 
-def compute_for_gradient_loop(x: Tensor, build, static=None) -> Tensor:
-    """``build(x)`` for a small query of ``x`` (its shape, size or rank).
-
-    Inside a gradient loop, when ``x`` belongs to the forward loop, the query runs in
-    the forward loop and only its small result is saved for the gradient loop, not
-    ``x`` itself; a query the static shape answers (``static()``) needs no history at
-    all. Everywhere else this is just ``build(x)``.
-    """
-    g = x.graph
-    current = g._get_control_flow_context()
-    grad_ctx = current.GetWhileContext() if current is not None else None
-    if grad_ctx is None or grad_ctx.grad_state is None:
-        return build(x)
-    x_ctx = get_output_context(x.op)
-    forward = x_ctx.GetWhileContext() if x_ctx is not None else None
-    if forward is not grad_ctx.grad_state.forward_context:
-        return build(x)
-    if static is not None:
-        return static()
-    with g.control_dependencies(None):  # (this also clears the context: set it after)
-        g._set_control_flow_context(x_ctx)
-        query = build(x)
-    g._set_control_flow_context(current)
-    return grad_ctx.grad_state.get_real_value(query)
-
-
 class ControlFlowContext:
     """Base class: bookkeeping of known/captured values and the context stack."""
 

@@ -15,12 +15,24 @@ from .tensor_shape import TensorShape
 __all__ = ["constant", "convert_to_tensor", "convert_value", "infer_dtype", "constant_value",
            "register_tensor_conversion"]
 
-# Types (e.g. Variable) that know how to become a tensor register a function here.
+# Types that know how to become a tensor register a function here (as TF's
+# register_tensor_conversion_function): Variable, and lists/tuples holding tensors
+# (packed by dataflow.ops.array_ops, which this module must not import).
 _CONVERSIONS: list = []
 
 
 def register_tensor_conversion(cls, fn) -> None:
-    """``fn(value, dtype)`` converts instances of ``cls`` to a Tensor."""
+    """``fn(value, dtype, name)`` converts instances of ``cls`` (a class or a tuple of
+    classes) to a Tensor, or returns ``NotImplemented`` to leave ``value`` to the next
+    conversion (and in the end to :func:`constant`). ``dtype`` is the requested DType
+    or None; ``name`` the requested op name or None.
+
+    >>> class Half:
+    ...     def __init__(self, x): self.x = x
+    >>> register_tensor_conversion(Half, lambda v, dtype, name: constant(v.x / 2, dtype))
+    >>> float(convert_to_tensor(Half(3.0)).op.get_attr("value"))
+    1.5
+    """
     _CONVERSIONS.append((cls, fn))
 
 
@@ -118,27 +130,18 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Ten
         return value
     for cls, fn in _CONVERSIONS:
         if isinstance(value, cls):
-            return fn(value, want)
+            tensor = fn(value, want, name)
+            if tensor is not NotImplemented:
+                return tensor
     if isinstance(value, Operation):
         raise TypeError(f"Cannot convert an Operation ({value.name}) to a Tensor; use "
                         "op.outputs[i].")
-    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        from ..ops.array_ops import stack
-        return stack([convert_to_tensor(v, dtype=want) for v in value], name=name or "packed")
     if want is None and preferred_dtype is not None:
         try:
             return constant(value, dtype=preferred_dtype, name=name or "Const")
         except TypeError:
             pass
     return constant(value, dtype=want, name=name or "Const")
-
-
-def _flat(value):
-    for v in value:
-        if isinstance(v, (list, tuple)):
-            yield from _flat(v)
-        else:
-            yield v
 
 
 def constant_value(tensor: Tensor):

@@ -21,11 +21,13 @@ import re
 import threading
 
 from .. import dtypes as _dtypes
+from .device_spec import canonical_device
 from .op_registry import get_op_def
 from .tensor_shape import TensorShape, as_shape
 
 __all__ = ["Graph", "Operation", "Tensor", "get_default_graph", "reset_default_graph",
-           "name_scope", "control_dependencies", "device"]
+           "name_scope", "control_dependencies", "device", "get_default_session",
+           "default_session"]
 
 _VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 _VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
@@ -36,6 +38,9 @@ _OPERATOR_TABLE: dict = {}
 # Checks run on every new op's inputs (the control-flow package registers the
 # "inputs from another loop" check here, keeping this module free of it).
 _INPUT_CHECKS: list = []
+# The DOT writer behind Graph.to_dot: dataflow.viz registers it when imported (the
+# package's __init__ imports viz), so this module needs no import of the drawing code.
+_DOT_WRITER: list = []
 
 
 class Tensor:
@@ -81,7 +86,6 @@ class Tensor:
 
     def eval(self, feed_dict=None, session=None):
         """Run this tensor in ``session`` (default: the current default session)."""
-        from ..runtime.session import get_default_session
         session = session or get_default_session()
         if session is None:
             raise ValueError("Cannot evaluate tensor: no default session is registered. "
@@ -239,7 +243,6 @@ class Operation:
 
     def run(self, feed_dict=None, session=None):
         """Run this operation in ``session`` (default: the default session)."""
-        from ..runtime.session import get_default_session
         session = session or get_default_session()
         if session is None:
             raise ValueError("Cannot run operation: no default session is registered.")
@@ -346,7 +349,6 @@ class Graph:
     @contextlib.contextmanager
     def device(self, device_name):
         """Record ``device_name`` (e.g. ``"/cpu:1"``) on ops created inside the block."""
-        from ..runtime.devices import canonical_device
         self._device_stack.append(canonical_device(device_name) if device_name else "")
         try:
             yield
@@ -455,8 +457,9 @@ class Graph:
     def to_dot(self, name="dataflow") -> str:
         """Graphviz DOT text of this graph: loop frames as clusters, devices as colours
         (see :mod:`dataflow.viz`). ``open("g.dot", "w").write(g.to_dot())``."""
-        from ..viz import graph_to_dot
-        return graph_to_dot(self, name)
+        if not _DOT_WRITER:
+            raise RuntimeError("Graph.to_dot needs dataflow.viz: `import dataflow` loads it")
+        return _DOT_WRITER[0](self, name)
 
     def get_operations(self) -> list[Operation]:
         return list(self._ops)
@@ -571,6 +574,40 @@ def reset_default_graph() -> None:
         raise AssertionError("Do not use reset_default_graph() inside a graph.as_default() "
                              "block.")
     _global_default_graph[0] = Graph()
+
+
+# The default-session stack lives here, beside the default-graph stack (as in TF's
+# ops.py): Tensor.eval and Operation.run read it, and Session.as_default pushes onto it.
+_default_session = threading.local()
+
+
+def get_default_session():
+    """The innermost ``sess.as_default()`` session of this thread, or None.
+
+    >>> get_default_session() is None
+    True
+    """
+    stack = getattr(_default_session, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def default_session(session):
+    """Make ``session`` this thread's default session inside the block (what
+    ``Session.as_default`` does); yields ``session``.
+
+    >>> with default_session("a session") as s:
+    ...     get_default_session() == s
+    True
+    """
+    stack = getattr(_default_session, "stack", None)
+    if stack is None:
+        stack = _default_session.stack = []
+    stack.append(session)
+    try:
+        yield session
+    finally:
+        stack.remove(session)
 
 
 def name_scope(name, default_name=None, values=None):

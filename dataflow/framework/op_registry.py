@@ -2,7 +2,7 @@
 
 An op definition says how to infer the output dtypes and static shapes of an
 op from its inputs and attributes, whether the op is stateful, and which of
-the executor's built-in behaviours (the control-flow primitives) it has.
+the executor's built-in behaviours (the control-flow primitives, Send/Recv) it has.
 Kernels live elsewhere (:mod:`dataflow.kernels`); gradients come later, registered the
 same way.
 
@@ -26,7 +26,12 @@ ENTER = "enter"
 EXIT = "exit"
 NEXT_ITERATION = "next_iteration"
 CONTROL_TRIGGER = "control_trigger"
-EXECUTOR_ROLES = (NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER)
+# The cross-device transfer nodes (dataflow.ops.comm_ops): a Send runs even when its
+# input is dead (it sends the dead bit); a Recv completes asynchronously.
+SEND = "send"
+RECV = "recv"
+EXECUTOR_ROLES = (NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER, SEND,
+                  RECV)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 ``switch``, ``merge``, ``enter``, ``exit``, ``next_iteration``, ``loop_cond``,
 ``control_trigger``.
 """
-from . import (array_ops, control_flow_ops, data_flow_ops, grad_ops,  # noqa: F401
+from . import (array_ops, comm_ops, control_flow_ops, data_flow_ops, grad_ops,  # noqa: F401
                logging_ops, math_ops, nn_ops, state_ops, training_ops)
 from . import sequence_ops, tensor_array_ops  # noqa: F401
 from .data_flow_ops import stack, stack_pop, stack_push, stack_size  # noqa: F401

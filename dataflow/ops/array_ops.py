@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
-from ..framework.convert import constant, constant_value, convert_to_tensor
+from ..framework.convert import (constant, constant_value, convert_to_tensor,
+                                 register_tensor_conversion)
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape, as_shape
@@ -404,6 +405,25 @@ def stack(values, axis=0, name="stack") -> Tensor:
                                          name=name).outputs[0]
 
 
+def _holds_tensor(values) -> bool:
+    for v in values:
+        if isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v)):
+            return True
+    return False
+
+
+def _pack_list(values, dtype, name):
+    """``convert_to_tensor([t, 1.0])``: a list or tuple holding tensors becomes a Pack of
+    its converted elements (TF's autopacking); a list of plain values is left to
+    ``constant`` (NotImplemented)."""
+    if not _holds_tensor(values):
+        return NotImplemented
+    return stack([convert_to_tensor(v, dtype=dtype) for v in values], name=name or "packed")
+
+
+register_tensor_conversion((list, tuple), _pack_list)
+
+
 def expand_dims(input, axis, name=None) -> Tensor:  # noqa: A002
     """``input`` with a new size-1 dimension at ``axis`` (in ``[-rank-1, rank]``)."""
     return _simple("ExpandDims", input, name, {"axis": int(axis)})
@@ -434,8 +454,23 @@ def _shape_query(op_type, x, name, out_type):
 
     def build(t):
         return _simple(op_type, t, name, {"out_type": out_type})
-    from ..control_flow.context import compute_for_gradient_loop
-    return compute_for_gradient_loop(x, build)
+    return _SHAPE_QUERY_BUILDER[0](x, build)
+
+
+# How a run-time shape query of a tensor is built: ``builder(x, build)`` returns
+# ``build(x)`` or an equivalent. Inside a while-loop gradient the query of a forward-loop
+# tensor is better built in the forward loop (only its small result is saved, not the
+# tensor); dataflow.autodiff, the layer that knows gradient loops, installs that builder.
+_SHAPE_QUERY_BUILDER = [lambda x, build: build(x)]
+
+
+def set_shape_query_builder(builder) -> None:
+    """Install ``builder(x, build)`` as the way :func:`shape`, :func:`size` and
+    :func:`rank` build their run-time query of ``x`` (``build(x)`` makes the op).
+
+    >>> set_shape_query_builder(lambda x, build: build(x))   # the default
+    """
+    _SHAPE_QUERY_BUILDER[0] = builder
 
 
 def _static_shape_query(op_type, x, out_type, name=None):

@@ -18,26 +18,19 @@ completion queue. Users do not create them; :func:`dataflow.partition` does::
 """
 from __future__ import annotations
 
-from ..autodiff.registry import NotDifferentiable
+from ..framework import op_registry as _roles
 from ..framework.op_registry import register_op
-from ..runtime import plan as _plan
 
 SEND_TYPE = "_Send"
 RECV_TYPE = "_Recv"
 
 
-@register_op(SEND_TYPE, stateful=True)
+@register_op(SEND_TYPE, stateful=True, role=_roles.SEND)
 def _send_infer(op):
     return []
 
 
-@register_op(RECV_TYPE, stateful=True)
+@register_op(RECV_TYPE, stateful=True, role=_roles.RECV)
 def _recv_infer(op):
     return [(op.get_attr("dtype"), op.get_attr("shape"))]
 
-
-_plan.register_executor_role(SEND_TYPE, _plan.SEND)
-_plan.register_executor_role(RECV_TYPE, _plan.RECV)
-# The partitioner adds them after differentiation: no gradient flows through them.
-NotDifferentiable(SEND_TYPE)
-NotDifferentiable(RECV_TYPE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor, register_tensor_conversion
-from ..framework.graph import Tensor, get_default_graph
+from ..framework.graph import Tensor, get_default_graph, get_default_session
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
 from . import shape_fns
@@ -146,7 +146,6 @@ class Variable:
         return self._graph_element.eval(session=session)
 
     def load(self, value, session=None):
-        from ..runtime.session import get_default_session
         (session or get_default_session()).run(self.initializer,
                                                {self._initial_value: value})
 
@@ -154,7 +153,7 @@ class Variable:
         return f"<df.Variable '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
 
 
-def _variable_to_tensor(var, dtype):
+def _variable_to_tensor(var, dtype, name=None):
     t = var.value()
     if dtype is not None and dtype is not t.dtype:
         raise TypeError(f"Tensor conversion requested dtype {dtype.name} for variable "

@@ -36,9 +36,10 @@ import numpy as np
 from .. import dtypes, errors
 from ..framework import op_registry as R
 from ..framework.graph import Graph, Operation, Tensor
+from ..framework.device_spec import canonical_device
+from ..framework.graph_analysis import fed_placeholder, infer_frames, prune
 from ..ops import comm_ops
-from ..runtime.devices import canonical_device
-from ..runtime.plan import _fed_placeholder, _infer_frames, _prune
+from ..runtime.partitioned import register_partitioner
 from .control_loop import build_control_loop
 from .placement import Placement, assign_devices
 
@@ -168,13 +169,13 @@ class _Partitioner:
         self.fetch_tensors = fetch_tensors
         self.user_targets = targets
         self.fed = set(feed_tensors)
-        self.ops = _prune(fetch_tensors, targets, self.fed)
+        self.ops = prune(fetch_tensors, targets, self.fed)
         self.needed = set(self.ops)
-        self.frame_of, self.frames = _infer_frames(self.ops, self.needed, self.fed)
+        self.frame_of, self.frames = infer_frames(self.ops, self.fed)
         self.placement = assign_devices(self.ops, default, resolve, self.fed)
         self.parts = {d: Graph() for d in self.placement.all_devices}
         self.copies: dict = {}
-        self.part_frame: dict = {}      # partition op -> user FramePlan it runs in
+        self.part_frame: dict = {}      # partition op -> user Frame it runs in
         self.pairs: list = []
         self.recvs: dict = {}           # (tensor or ("^", op), dst device) -> Recv tensor
         self.anchors: dict = {}         # (device, frame name) -> (control op, pivot tensor)
@@ -291,7 +292,7 @@ class _Partitioner:
         for t in inputs:
             t._consumers.append(new)
         for c in op._control_inputs:
-            if c not in self.needed or _fed_placeholder(c, self.fed):
+            if c not in self.needed or fed_placeholder(c, self.fed):
                 continue
             if d in self.placement.copies[c]:
                 self.add_control(new, self.copies[(c, d)])
@@ -427,3 +428,8 @@ _DUMMY.flags.writeable = False
 def _tag(device: str) -> str:
     """A device name as an op-name part (``/device:CPU:1`` -> ``CPU_1``)."""
     return device.replace("/device:", "").replace("/", "_").replace(":", "_").strip("_")
+
+
+# Session(devices=...) and ConfigProto(partition_mode=...) run partitioned graphs through
+# the runtime, which gets the partitioner from here (it must not import this package).
+register_partitioner(partition)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..framework import op_registry as R
-from ..runtime.devices import canonical_device
+from ..framework.device_spec import canonical_device
 
 __all__ = ["Placement", "assign_devices"]
 

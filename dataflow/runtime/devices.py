@@ -1,4 +1,6 @@
-"""Device names: parsing ``"/cpu:0"``-style strings into one canonical spelling.
+"""Devices at run time: the device types a machine has, and host copies of values held
+in a device's own memory. Device names are parsed by :mod:`dataflow.framework.device_spec`
+(graph construction needs them); its names are re-exported here.
 
 >>> canonical_device("/cpu:1")
 '/device:CPU:1'
@@ -7,75 +9,14 @@
 """
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
+# The parser lives in the framework (graph construction canonicalises device names);
+# these names stay importable from here.
+from ..framework.device_spec import DeviceSpec, canonical_device, device_type, parse_device
 
 __all__ = ["DeviceSpec", "parse_device", "canonical_device", "device_type",
            "register_device_type", "known_device_types", "available_device_count",
            "unavailable_hint", "inputs_from_device_memory", "with_host_inputs",
            "host_copy_function"]
-
-_PART = re.compile(r"^(job|replica|task|device|cpu|gpu|CPU|GPU)?:?(.*)$")
-
-
-class DeviceSpec(NamedTuple):
-    job: str | None
-    replica: int | None
-    task: int | None
-    device_type: str | None
-    device_index: int | None
-
-    def to_string(self) -> str:
-        parts = []
-        if self.job is not None:
-            parts.append(f"/job:{self.job}")
-        if self.replica is not None:
-            parts.append(f"/replica:{self.replica}")
-        if self.task is not None:
-            parts.append(f"/task:{self.task}")
-        if self.device_type is not None:
-            idx = "*" if self.device_index is None else self.device_index
-            parts.append(f"/device:{self.device_type}:{idx}")
-        return "".join(parts)
-
-
-def parse_device(name: str) -> DeviceSpec:
-    """Parse ``/job:J/replica:R/task:T/device:TYPE:N`` (every part optional; ``/cpu:0`` too)."""
-    if not isinstance(name, str):
-        raise TypeError(f"Device name must be a string, got {name!r}")
-    job = replica = task = dtype = index = None
-    for part in filter(None, name.split("/")):
-        key, _, rest = part.partition(":")
-        low = key.lower()
-        if low == "job":
-            job = rest
-        elif low == "replica":
-            replica = int(rest)
-        elif low == "task":
-            task = int(rest)
-        elif low == "device":
-            t, _, i = rest.partition(":")
-            dtype, index = t.upper(), (None if i in ("", "*") else int(i))
-        elif low in ("cpu", "gpu"):
-            dtype, index = low.upper(), (None if rest in ("", "*") else int(rest))
-        else:
-            raise ValueError(f"Invalid device name {name!r}: unknown part {part!r}")
-    return DeviceSpec(job, replica, task, dtype, index)
-
-
-def canonical_device(name: str) -> str:
-    """The canonical spelling of a device name ('' stays '': no device requested)."""
-    if not name:
-        return ""
-    return parse_device(name).to_string()
-
-
-def device_type(name: str) -> str:
-    """``"CPU"`` or ``"GPU"`` (CPU for an empty or typeless name)."""
-    if not name:
-        return "CPU"
-    return parse_device(name).device_type or "CPU"
-
 
 # Device types other than the CPU, with how many devices of each type this machine has.
 # Kernel packages register them (``dataflow.kernels.cuda`` registers "GPU"); counting is lazy and

@@ -1,7 +1,9 @@
 """Running a partitioned graph: one plan and executor per device, joined by a rendezvous.
 
-A :class:`PartitionedPlan` is compiled once (the Session caches it like a plan):
-:func:`dataflow.partition` splits the graph, and each partition gets its own
+A :class:`PartitionedPlan` is compiled once (the Session caches it like a plan): the
+registered partitioner (:func:`dataflow.partition`, which registers itself with
+:func:`register_partitioner`: the runtime sits below the partitioning pass and never
+imports it) splits the graph, and each partition gets its own
 :class:`~dataflow.runtime.plan.Plan`. A step creates one rendezvous and hands the
 partitions to a *runner*, the strategy that runs them (threads here; the processes
 mode registers its own). If any partition fails or the step runs past its deadline,
@@ -19,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import errors
-from ..ops import comm_ops
 from .executor import Executor
 from .plan import RECV, SEND, build_plan
 from .rendezvous import LocalRendezvous
 
 __all__ = ["PartitionTask", "PartitionedPlan", "build_partitioned_plan", "partition_mode",
-           "register_partition_mode", "run_on_threads", "run_partitioned"]
+           "register_partition_mode", "register_partitioner", "run_on_threads",
+           "run_partitioned"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,29 @@ def partition_mode(name: str) -> PartitionMode:
     return mode
 
 
+# The graph partitioner: ``partitioner(graph, fetches, feeds, default_device=, resolve=)``
+# returns a PartitionResult. dataflow.partition registers df.partition when imported
+# (``import dataflow`` imports it).
+_PARTITIONER: list = []
+
+
+def register_partitioner(partitioner) -> None:
+    """Make ``partitioner`` the function that splits a graph into per-device partitions
+    for :func:`build_partitioned_plan` (``dataflow.partition`` registers its own).
+
+    >>> from dataflow.partition import partition
+    >>> register_partitioner(partition)
+    """
+    _PARTITIONER[:] = [partitioner]
+
+
+def _partitioner():
+    if not _PARTITIONER:
+        raise errors.UnimplementedError(
+            None, None, "No graph partitioner is registered: import dataflow.partition")
+    return _PARTITIONER[0]
+
+
 @dataclass(eq=False)
 class PartitionTask:
     """One partition of one step: its device, plan and per-frame input templates."""
@@ -102,9 +127,8 @@ def build_partitioned_plan(graph, fetch_tensors, target_ops, feed_tensors, kerne
                            default_device=None, resolve=None, **plan_options):
     """Partition the graph and compile one plan per device; ``plan_options`` go to
     :func:`~dataflow.runtime.plan.build_plan` (``fold_constants``...)."""
-    from ..partition import partition
-    result = partition(graph, list(fetch_tensors) + list(target_ops), feed_tensors,
-                       default_device=default_device, resolve=resolve)
+    result = _partitioner()(graph, list(fetch_tensors) + list(target_ops), feed_tensors,
+                            default_device=default_device, resolve=resolve)
     feed_index = {t: i for i, t in enumerate(feed_tensors)}
     fetch_at, plans, feed_at = [], {}, {}
     per_device = {d: [] for d in result.partitions}
@@ -218,4 +242,3 @@ def _first_real_error(failures):
 
 register_partition_mode("threads", LocalRendezvous, run_on_threads)
 from . import process_runner  # noqa: E402,F401  registers the "processes" mode
-_ = comm_ops  # the Send/Recv op types must be registered before plans are built

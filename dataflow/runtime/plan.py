@@ -14,7 +14,8 @@ Two rewrites keep constants off the hot path:
   input with timing, not a template value.
 * frames are inferred statically, as TF's ``BuildControlFlowInfo`` does: a
   node's frame is the frame of its inputs, Enter moves into the child frame
-  named by ``frame_name``, Exit back to the parent; conflicts are errors.
+  named by ``frame_name``, Exit back to the parent; conflicts are errors
+  (:mod:`dataflow.framework.graph_analysis`, which also prunes to the fetches).
 """
 from __future__ import annotations
 
@@ -25,27 +26,16 @@ from dataflow.kernels.registry import kernel_is_parallel as _kernel_is_parallel
 from .. import errors
 from ..framework import op_registry as R
 from ..framework.graph import Operation, Tensor
+from ..framework.graph_analysis import infer_frames, prune
 from .devices import device_type
 from .fusion import NO_FUSION, fuse_elementwise as _fuse_elementwise
 
-# Role codes used by the executor (small ints compare faster than strings).
-NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER = range(7)
+# Role codes used by the executor (small ints compare faster than strings), one per
+# OpDef role (dataflow.framework.op_registry).
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT_ITERATION, CONTROL_TRIGGER, SEND, RECV = range(9)
 _ROLE_CODES = {R.NORMAL: NORMAL, R.SWITCH: SWITCH, R.MERGE: MERGE, R.ENTER: ENTER,
                R.EXIT: EXIT, R.NEXT_ITERATION: NEXT_ITERATION,
-               R.CONTROL_TRIGGER: CONTROL_TRIGGER}
-
-# Send/Recv (dataflow.ops.comm_ops) are executor roles keyed by op type: registering
-# them here keeps the op registry's roles to the control-flow primitives.
-SEND, RECV = 7, 8
-_ROLES_BY_TYPE: dict = {}
-
-
-def register_executor_role(op_type: str, code: int) -> None:
-    """Give every op of ``op_type`` the executor role ``code`` (``SEND`` or ``RECV``).
-
-    >>> register_executor_role("_Send", SEND)
-    """
-    _ROLES_BY_TYPE[op_type] = code
+               R.CONTROL_TRIGGER: CONTROL_TRIGGER, R.SEND: SEND, R.RECV: RECV}
 
 
 # Edge delivery modes.
@@ -103,91 +93,17 @@ class Plan:
 
 
 def _role(op: Operation) -> int:
-    code = _ROLES_BY_TYPE.get(op._type)
-    return _ROLE_CODES[op._op_def.role] if code is None else code
+    return _ROLE_CODES[op._op_def.role]
 
 
-def _prune(fetch_tensors, target_ops, fed: set) -> list[Operation]:
-    """Ops needed to compute the fetches, in creation order; fed tensors cut the walk."""
-    needed: set = set()
-    stack = [t.op for t in fetch_tensors if t not in fed] + list(target_ops)
-    while stack:
-        op = stack.pop()
-        if op in needed:
-            continue
-        needed.add(op)
-        for t in op._inputs:
-            if t not in fed and t.op not in needed:
-                stack.append(t.op)
-        for c in op._control_inputs:
-            if c not in needed and not _fed_placeholder(c, fed):
-                stack.append(c)
-    return sorted(needed, key=lambda o: o._id)
-
-
-def _fed_placeholder(op: Operation, fed: set) -> bool:
-    """A fed Placeholder is replaced by its feed; as in TF, control edges out of it
-    are then satisfied by the feed itself (the op does not run)."""
-    return op.type == "Placeholder" and op._outputs[0] in fed
-
-
-def _infer_frames(ops, needed: set, fed: set) -> dict:
-    """Map each needed op to its FramePlan (TF's BuildControlFlowInfo)."""
-    root = FramePlan("", None)
-    frames = {"": root}
-    frame_of: dict = {}
-    out_edges: dict = {op: [] for op in ops}
-    indegree = {}
-    for op in ops:
-        preds = [t.op for t in op._inputs if t not in fed]
-        preds += [c for c in op._control_inputs if c in needed]
-        indegree[op] = len(preds)
-        for p in preds:
-            out_edges[p].append(op)
-    queue = [op for op in ops if indegree[op] == 0]
-    for op in queue:
-        frame_of[op] = root
-    i = 0
-    while i < len(queue):
-        op = queue[i]
-        i += 1
-        f = frame_of[op]
-        role = _role(op)
-        if role == ENTER:
-            name = op.get_attr("frame_name")
-            child = frames.get(name)
-            if child is None:
-                child = frames[name] = FramePlan(name, f, op.get_attr("parallel_iterations"),
-                                                 depth=f.depth + 1)
-            elif child.parent is not f:
-                raise errors.InvalidArgumentError(
-                    None, op, f"Frame '{name}' is entered from two different parent frames "
-                    f"('{child.parent.name}' and '{f.name}')")
-            out_f = child
-        elif role == EXIT:
-            if f.parent is None:
-                raise errors.InvalidArgumentError(
-                    None, op, "Exit node is not inside a while-loop frame (no Enter leads "
-                    "to it)")
-            out_f = f.parent
-        else:
-            out_f = f
-        for dst in out_edges[op]:
-            have = frame_of.get(dst)
-            if have is None:
-                frame_of[dst] = out_f
-                queue.append(dst)
-            elif have is not out_f:
-                raise errors.InvalidArgumentError(
-                    None, dst, f"Node '{dst.name}' has inputs from different frames: the "
-                    f"input '{op.name}' is in frame '{out_f.name or '<root>'}' while other "
-                    f"inputs are in frame '{have.name or '<root>'}'.")
-    missing = [op for op in ops if op not in frame_of]
-    if missing:
-        raise errors.InvalidArgumentError(
-            None, missing[0], "Node is unreachable from any source: its inputs form a cycle "
-            "that no Enter starts (a Merge back edge without an entry?)")
-    return frame_of, frames
+def _frame_plans(frame_of, frames):
+    """The analysis' frames (:func:`~dataflow.framework.graph_analysis.infer_frames`) as
+    FramePlans, which the layout below fills in. A child frame comes after its parent."""
+    plans: dict = {}
+    for name, f in frames.items():
+        parent = plans[f.parent.name] if f.parent is not None else None
+        plans[name] = FramePlan(name, parent, f.parallel_iterations, depth=f.depth)
+    return {op: plans[f.name] for op, f in frame_of.items()}, plans
 
 
 def _foldable_const(op: Operation, fetched_ops: set) -> bool:
@@ -207,10 +123,10 @@ def build_plan(graph, fetch_tensors, target_ops, feed_tensors, kernel_for, *,
     """
     fed = set(feed_tensors)
     fed_index = {t: i for i, t in enumerate(feed_tensors)}
-    ops = _prune(fetch_tensors, target_ops, fed)
+    ops = prune(fetch_tensors, target_ops, fed)
     needed = set(ops)
     _check_placeholders(ops, fed)
-    frame_of, frames = _infer_frames(ops, needed, fed)
+    frame_of, frames = _frame_plans(*infer_frames(ops, fed))
     for t in fetch_tensors:
         f = frame_of.get(t.op)
         if f is not None and _role(t.op) == EXIT:

@@ -17,7 +17,9 @@ import numpy as np
 
 from .. import errors
 from ..framework.convert import convert_value
-from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.graph import (Operation, Tensor, default_session, get_default_graph,
+                               get_default_session)
+from ..framework.graph_analysis import prune
 from .devices import (available_device_count, host_copy_function, inputs_from_device_memory,
                       known_device_types, parse_device, unavailable_hint, with_host_inputs)
 from .executor import DEAD, _NO_VALUE, Executor
@@ -89,15 +91,6 @@ class RunMetadata:
 
     def __init__(self):
         self.step_stats = {}
-
-
-_default_session = threading.local()
-
-
-def get_default_session():
-    """The innermost ``sess.as_default()`` session of this thread, or None."""
-    stack = getattr(_default_session, "stack", None)
-    return stack[-1] if stack else None
 
 
 class Session:
@@ -177,14 +170,8 @@ class Session:
     @contextlib.contextmanager
     def as_default(self):
         """Make this the default session (for ``Tensor.eval`` and ``Operation.run``)."""
-        stack = getattr(_default_session, "stack", None)
-        if stack is None:
-            stack = _default_session.stack = []
-        stack.append(self)
-        try:
+        with default_session(self):
             yield self
-        finally:
-            stack.remove(self)
 
     def close(self):
         """Release resources (variables, worker threads)."""
@@ -266,8 +253,7 @@ class Session:
         """A PartitionedPlan when the ops these fetches need are explicitly placed on two
         or more devices (unplaced ops then run on /cpu:0), else None: graphs on one
         device keep the single-executor path."""
-        from .plan import _prune
-        ops = _prune(tensors, targets, set(feed_tensors))
+        ops = prune(tensors, targets, set(feed_tensors))
         if len({self._declared_place(op) for op in ops if op.device} - {None}) < 2 and \
                 not partition_mode(self._partition_mode).partition_single_device:
             return None
