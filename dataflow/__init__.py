@@ -44,6 +44,14 @@ from .control_flow import foldl, foldr, map_fn, scan  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
+# df.nn is a namespace of op wrappers (the ops layer); the RNNs stand on while_loop, so the
+# root package adds them to it.
+from .control_flow import rnn_cell as _rnn_cell  # noqa: E402
+from .control_flow.rnn import bidirectional_dynamic_rnn as _bidirectional_dynamic_rnn  # noqa: E402
+from .control_flow.rnn import dynamic_rnn as _dynamic_rnn  # noqa: E402
+nn.rnn_cell = _rnn_cell
+nn.dynamic_rnn = _dynamic_rnn
+nn.bidirectional_dynamic_rnn = _bidirectional_dynamic_rnn
 from . import train  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)

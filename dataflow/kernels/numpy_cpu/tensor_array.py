@@ -20,18 +20,41 @@ from __future__ import annotations
 import numpy as np
 
 from dataflow import errors
-from dataflow.framework.tensor_shape import TensorShape
 
 from ..registry import register_kernel
 from ._util import np_dtype, scalarize
 
 
+# Element shapes known only in part are tuples of ints and Nones, or None (unknown rank).
+def _partial(static_shape):
+    """A partial shape from a static shape attribute (anything with ``.dims``)."""
+    dims = static_shape.dims
+    return None if dims is None else tuple(dims)
+
+
+def _compatible(partial, shape) -> bool:
+    if partial is None or shape is None:
+        return True
+    return len(partial) == len(shape) and all(
+        a is None or b is None or a == b for a, b in zip(partial, shape))
+
+
+def _merge(partial, other):
+    if partial is None:
+        return other
+    if other is None:
+        return partial
+    return tuple(a if a is not None else b for a, b in zip(partial, other))
+
+
+def _fully_defined(partial) -> bool:
+    return partial is not None and all(d is not None for d in partial)
+
+
 def _shape_str(shape) -> str:
-    if isinstance(shape, TensorShape):
-        if shape.ndims is None:
-            return "<unknown>"
-        return "[" + ",".join("?" if d is None else str(d) for d in shape.dims) + "]"
-    return "[" + ",".join(str(d) for d in shape) + "]"
+    if shape is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 class _Element:
@@ -89,14 +112,14 @@ class TensorArrayResource:
                               f"value dtype is {value.dtype.name} but TensorArray dtype is "
                               f"{self.dtype.name}.")
         shape = np.shape(value)
-        if not self.element_shape.is_compatible_with(shape):
+        if not _compatible(self.element_shape, shape):
             raise self._error(
                 f"Could not write to TensorArray index {index} because the value shape is "
                 f"{_shape_str(shape)} which is incompatible with the TensorArray's inferred "
                 f"element shape: {_shape_str(self.element_shape)} (consider setting "
                 f"infer_shape=False).")
-        if self.identical_element_shapes and not self.element_shape.is_fully_defined():
-            self.element_shape = TensorShape(shape)
+        if self.identical_element_shapes and not _fully_defined(self.element_shape):
+            self.element_shape = tuple(shape)
         t = self.elements[index]
         if t.read:
             raise self._error(f"Could not write to TensorArray index {index} because it has "
@@ -148,7 +171,7 @@ class TensorArrayResource:
         n = len(self.elements)
         if self.is_grad and index < n and self.elements[index].shape:
             shape = self.elements[index].shape
-        elif not self.element_shape.is_fully_defined():
+        elif not _fully_defined(self.element_shape):
             raise self._error(
                 f"Could not read from TensorArray index {index}.  Furthermore, the element "
                 f"shape is not fully defined: {_shape_str(self.element_shape)}.  It is "
@@ -157,7 +180,7 @@ class TensorArrayResource:
                 "element_shape property on the forward TensorArray, the proper all-zeros "
                 "tensor will be returned instead of incurring this error.")
         else:
-            shape = tuple(self.element_shape.as_list())
+            shape = self.element_shape
         if index >= n:
             self.elements.extend(_Element() for _ in range(index + 1 - n))
             for t in self.elements[n:]:
@@ -171,12 +194,12 @@ class TensorArrayResource:
         self._check_open()
         if not indices:
             shape = self._merged_shape(element_shape)
-            if not shape.is_fully_defined():
+            if not _fully_defined(shape):
                 raise errors.UnimplementedError(
                     None, None, f"TensorArray has size zero, but element shape "
                     f"{_shape_str(shape)} is not fully defined. Currently only static shapes "
                     "are supported when packing zero-size TensorArrays.")
-            return np.zeros([0] + shape.as_list(), dtype=self.dtype)
+            return np.zeros((0,) + shape, dtype=self.dtype)
         values = [self.read(i) for i in indices]
         first = np.shape(values[0])
         for i, v in zip(indices, values):
@@ -187,11 +210,10 @@ class TensorArrayResource:
         return np.stack([np.asarray(v) for v in values])
 
     def _merged_shape(self, element_shape):
-        try:
-            return self.element_shape.merge_with(element_shape)
-        except ValueError:
+        if not _compatible(self.element_shape, element_shape):
             raise self._error(f"Incompatible element shapes {_shape_str(element_shape)} and "
-                              f"{_shape_str(self.element_shape)}") from None
+                              f"{_shape_str(self.element_shape)}")
+        return _merge(self.element_shape, element_shape)
 
     def pack_or_concat_size(self) -> int:
         """How many elements stack and concat read (a gradient array: the forward's
@@ -245,7 +267,7 @@ def _indices(indices):
 def _tensor_array(ctx):
     name = ctx.attr("tensor_array_name") or ctx.op.name
     dtype = np_dtype(ctx.attr("dtype"))
-    shape = ctx.attr("element_shape")
+    shape = _partial(ctx.attr("element_shape"))
     dynamic, clear = ctx.attr("dynamic_size"), ctx.attr("clear_after_read")
     identical = ctx.attr("identical_element_shapes")
     flow = np.float32(0.0)
@@ -287,7 +309,7 @@ def _read(ctx):
 
 @register_kernel("TensorArrayGatherV3")
 def _gather(ctx):
-    dtype, element_shape = ctx.attr("dtype"), ctx.attr("element_shape")
+    dtype, element_shape = ctx.attr("dtype"), _partial(ctx.attr("element_shape"))
 
     def gather(ta, indices, flow):
         _check_handle_dtype(ta, dtype, ctx.op.name)
@@ -318,19 +340,19 @@ def _scatter(ctx):
 
 @register_kernel("TensorArrayConcatV3")
 def _concat(ctx):
-    dtype, rest = ctx.attr("dtype"), ctx.attr("element_shape_except0")
+    dtype, rest = ctx.attr("dtype"), _partial(ctx.attr("element_shape_except0"))
 
     def concat(ta, flow):
         _check_handle_dtype(ta, dtype, ctx.op.name)
         ta._check_open()
         n = ta.pack_or_concat_size()
         if n == 0:
-            if not rest.is_fully_defined():
+            if not _fully_defined(rest):
                 raise errors.UnimplementedError(
                     None, None, f"TensorArray has size zero, but element_shape_except0 "
                     f"{_shape_str(rest)} is not fully defined. Currently only static shapes "
                     "are supported when concatenating zero-size TensorArrays.")
-            return np.zeros([0] + rest.as_list(), ta.dtype), np.zeros([0], np.int64)
+            return np.zeros((0,) + rest, ta.dtype), np.zeros([0], np.int64)
         values = [np.asarray(ta.read(i)) for i in range(n)]
         for i, v in enumerate(values):
             if v.ndim == 0:
