@@ -93,14 +93,12 @@ def _arange(n):
     A constant when ``n`` is known while building; otherwise the coordinates of an
     all-true vector of length ``n`` (``Where``), which needs no op beyond the core set.
     """
-    from .array_ops import fill, reshape, stack
+    from .array_ops import fill, reshape, stack, where
     from .math_ops import cast
     static = n if isinstance(n, (int, np.integer)) else constant_value(n)
     if static is not None:
         return constant(np.arange(int(static), dtype=np.int32), name="indices")
-    g = get_default_graph()
-    true = fill(stack([n]), convert_to_tensor(True))
-    coords = g.create_op("Where", [true], name="Where").outputs[0]
+    coords = where(fill(stack([n]), convert_to_tensor(True)))
     return cast(reshape(coords, [-1]), _dtypes.int32, name="indices")
 
 
