@@ -21,6 +21,7 @@ the initial value.
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import weakref
 import zlib
@@ -117,6 +118,12 @@ def _make_variable(prefix, name, shape, dtype, initializer):
         g._set_control_flow_context(saved)
 
 
+def _snake_case(name: str) -> str:
+    """TF's layer names from class names: ``MyLSTMCell`` -> ``my_lstm_cell``."""
+    name = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 def _ones(shape, dtype):
     return np.ones(shape, dtype.as_numpy_dtype)
 
@@ -128,10 +135,17 @@ def _zeros(shape, dtype):
 # -- the cells ---------------------------------------------------------------------------------
 class RNNCell:
     """Base class: ``__call__(inputs, state) -> (output, new_state)``, ``state_size``,
-    ``output_size``, ``zero_state``. Subclasses define ``build(input_depth, dtype)`` and
-    ``call(inputs, state)``."""
+    ``output_size``, ``zero_state``. Subclasses define ``build(inputs_shape)`` (making their
+    variables with :meth:`add_variable`) and ``call(inputs, state)``, as TF1's layer cells.
 
-    _default_name = "rnn_cell"
+    >>> class Doubling(RNNCell):
+    ...     state_size = output_size = property(lambda self: 3)
+    ...     def build(self, inputs_shape):
+    ...         self._w = self.add_variable("w", [inputs_shape[-1], 3])
+    ...     def call(self, inputs, state):
+    ...         h = matmul(inputs, self._w) + 2.0 * state
+    ...         return h, h
+    """
 
     def __init__(self, name=None, dtype=None):
         self._name = name
@@ -154,10 +168,16 @@ class RNNCell:
 
     trainable_variables = weights = variables
 
-    def _add_variable(self, name, shape, initializer=None):
-        v = _make_variable(self._scope, name, shape, self._dtype, initializer)
+    def add_variable(self, name, shape, dtype=None, initializer=None):
+        """A variable ``<cell scope>/name`` of the cell (TF1's ``add_variable``): made
+        outside every loop; ``initializer`` is a callable ``(shape, dtype) -> value`` or a
+        constant (default: Glorot-uniform)."""
+        dtype = _dtypes.as_dtype(dtype) if dtype is not None else self._dtype
+        v = _make_variable(self._scope, name, list(shape), dtype, initializer)
         self.__dict__.setdefault("_variables", []).append(v)
         return v
+
+    add_weight = add_variable
 
     def __call__(self, inputs, state, scope=None):
         if not self._built:
@@ -167,19 +187,20 @@ class RNNCell:
             prefix = _current_prefix()
             if scope is not None:
                 prefix = f"{prefix}/{scope}" if prefix else scope
-            name = self._name or self._default_name
+            name = self._name or type(self).__dict__.get("_default_name") or \
+                _snake_case(type(self).__name__)
             base = f"{prefix}/{name}" if prefix else name
             self._scope = base if self._name else _unique_cell_scope(base)
-            depth = first.shape[-1] if first.shape.ndims else None
-            if depth is None:
+            if not first.shape.ndims or first.shape[-1] is None:
                 raise ValueError(f"Expected inputs.shape[-1] to be known, saw shape: "
                                  f"{first.shape}")
-            self.build(depth)
+            self.build(first.shape)
             self._built = True
         return self.call(inputs, state)
 
-    def build(self, input_depth):
-        pass
+    def build(self, inputs_shape):
+        """Make the cell's variables (called once, at the first call, with the static
+        shape of the inputs)."""
 
     def zero_state(self, batch_size, dtype):
         """Zeros of ``[batch_size, size]`` for each entry of ``state_size``."""
@@ -215,10 +236,11 @@ class BasicRNNCell(RNNCell):
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth):
-        self._kernel = self._add_variable("kernel", [input_depth + self._num_units,
+    def build(self, inputs_shape):
+        input_depth = inputs_shape[-1]
+        self._kernel = self.add_variable("kernel", [input_depth + self._num_units,
                                                      self._num_units])
-        self._bias = self._add_variable("bias", [self._num_units], _zeros)
+        self._bias = self.add_variable("bias", [self._num_units], initializer=_zeros)
 
     def call(self, inputs, state):
         output = self._activation(_linear(inputs, state, self._kernel, self._bias))
@@ -247,10 +269,11 @@ class BasicLSTMCell(RNNCell):
     state_size = property(lambda self: LSTMStateTuple(self._num_units, self._num_units))
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth):
+    def build(self, inputs_shape):
+        input_depth = inputs_shape[-1]
         n = self._num_units
-        self._kernel = self._add_variable("kernel", [input_depth + n, 4 * n])
-        self._bias = self._add_variable("bias", [4 * n], _zeros)
+        self._kernel = self.add_variable("kernel", [input_depth + n, 4 * n])
+        self._bias = self.add_variable("bias", [4 * n], initializer=_zeros)
 
     def call(self, inputs, state):
         c, h = state
@@ -289,18 +312,19 @@ class LSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_proj or self._num_units)
 
-    def build(self, input_depth):
+    def build(self, inputs_shape):
+        input_depth = inputs_shape[-1]
         n, h_depth = self._num_units, self._num_proj or self._num_units
-        self._kernel = self._add_variable("kernel", [input_depth + h_depth, 4 * n],
-                                          self._initializer)
-        self._bias = self._add_variable("bias", [4 * n], _zeros)
+        self._kernel = self.add_variable("kernel", [input_depth + h_depth, 4 * n],
+                                          initializer=self._initializer)
+        self._bias = self.add_variable("bias", [4 * n], initializer=_zeros)
         if self._use_peepholes:
-            self._w_f_diag = self._add_variable("w_f_diag", [n], self._initializer)
-            self._w_i_diag = self._add_variable("w_i_diag", [n], self._initializer)
-            self._w_o_diag = self._add_variable("w_o_diag", [n], self._initializer)
+            self._w_f_diag = self.add_variable("w_f_diag", [n], initializer=self._initializer)
+            self._w_i_diag = self.add_variable("w_i_diag", [n], initializer=self._initializer)
+            self._w_o_diag = self.add_variable("w_o_diag", [n], initializer=self._initializer)
         if self._num_proj is not None:
-            self._proj_kernel = self._add_variable("projection/kernel", [n, self._num_proj],
-                                                   self._initializer)
+            self._proj_kernel = self.add_variable("projection/kernel", [n, self._num_proj],
+                                                   initializer=self._initializer)
 
     def call(self, inputs, state):
         c_prev, m_prev = state
@@ -347,16 +371,17 @@ class GRUCell(RNNCell):
     state_size = property(lambda self: self._num_units)
     output_size = property(lambda self: self._num_units)
 
-    def build(self, input_depth):
+    def build(self, inputs_shape):
+        input_depth = inputs_shape[-1]
         n = self._num_units
-        self._gate_kernel = self._add_variable("gates/kernel", [input_depth + n, 2 * n],
-                                               self._kernel_initializer)
-        self._gate_bias = self._add_variable("gates/bias", [2 * n],
-                                             self._bias_initializer or _ones)
-        self._candidate_kernel = self._add_variable("candidate/kernel", [input_depth + n, n],
-                                                    self._kernel_initializer)
-        self._candidate_bias = self._add_variable("candidate/bias", [n],
-                                                  self._bias_initializer or _zeros)
+        self._gate_kernel = self.add_variable("gates/kernel", [input_depth + n, 2 * n],
+                                               initializer=self._kernel_initializer)
+        self._gate_bias = self.add_variable("gates/bias", [2 * n],
+                                             initializer=self._bias_initializer or _ones)
+        self._candidate_kernel = self.add_variable("candidate/kernel", [input_depth + n, n],
+                                                    initializer=self._kernel_initializer)
+        self._candidate_bias = self.add_variable("candidate/bias", [n],
+                                                  initializer=self._bias_initializer or _zeros)
 
     def call(self, inputs, state):
         value = sigmoid(_linear(inputs, state, self._gate_kernel, self._gate_bias))

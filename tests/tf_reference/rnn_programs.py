@@ -157,6 +157,30 @@ def prog_rnn_sequence_length_wrong_size(tf, cells):
     return out, [{lengths: [1, 2, 3]}, {lengths: [1, 2]}]
 
 
+def prog_rnn_custom_cell_subclass(tf, cells):
+    """A user's cell: RNNCell's build/call/add_variable protocol (TF1's layer cells)."""
+    class ScaledTanhCell(cells.RNNCell):
+        @property
+        def state_size(self):
+            return 3
+
+        @property
+        def output_size(self):
+            return 3
+
+        def build(self, inputs_shape):
+            self._w = self.add_variable("w", [int(inputs_shape[-1]) + 3, 3])
+            self.built = True
+
+        def call(self, inputs, state):
+            h = tf.tanh(tf.matmul(tf.concat([inputs, state], 1), self._w)) * 0.5 + state
+            return h, h
+
+    out, state = tf.nn.dynamic_rnn(ScaledTanhCell(), _inputs(tf), sequence_length=[5, 2, 3],
+                                   dtype=tf.float32)
+    return [out, state], {}
+
+
 # -- gradients ----------------------------------------------------------------------------------
 def _grads(tf, loss, xs):
     return tf.gradients(loss, xs)
