@@ -40,6 +40,7 @@ from .ops.math_ops import (abs, add, add_n, cast, ceil, cos, divide, equal, exp,
                            reduce_mean, reduce_min, reduce_prod, reduce_sum, round, rsqrt,
                            sigmoid, sign, sin, sqrt, square, squared_difference, subtract,
                            tanh, truediv)
+from .ops.tensor_array_ops import TensorArray  # noqa: F401
 from .ops.state_ops import (Variable, global_variables, global_variables_initializer,  # noqa: F401
                             initialize_all_variables, trainable_variables,
                             variables_initializer)
@@ -63,9 +64,18 @@ from .ops.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope,  # noqa: 
                                  variable_scope)
 from .ops.variable_scope import local_variables_initializer as initialize_local_variables  # noqa: F401,E501
 from . import initializers  # noqa: F401
+from .control_flow import foldl, foldr, map_fn, scan  # noqa: F401
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
+# df.nn is a namespace of op wrappers (the ops layer); the RNNs stand on while_loop, so the
+# root package adds them to it.
+from .control_flow import rnn_cell as _rnn_cell  # noqa: E402
+from .control_flow.rnn import bidirectional_dynamic_rnn as _bidirectional_dynamic_rnn  # noqa: E402
+from .control_flow.rnn import dynamic_rnn as _dynamic_rnn  # noqa: E402
+nn.rnn_cell = _rnn_cell
+nn.dynamic_rnn = _dynamic_rnn
+nn.bidirectional_dynamic_rnn = _bidirectional_dynamic_rnn
 from . import train  # noqa: F401
 from . import losses, metrics  # noqa: F401,E402
 from . import layers  # noqa: F401

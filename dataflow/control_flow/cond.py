@@ -43,6 +43,7 @@ from ..framework.graph import Operation, Tensor, get_default_graph
 from ..ops.array_ops import identity
 from ..ops.control_flow_ops import merge, switch
 from ..ops.state_ops import set_cond_builder
+from ..ops.tensor_array_ops import flow_of, with_flow
 from ..util import nest
 from .context import CondContext
 
@@ -85,7 +86,7 @@ def _branch_output(ctx: CondContext, v):
             return identity(ctx.pivot)
     if v is None:
         raise ValueError("cond branches must return tensors or operations, not None")
-    return ctx.process_output(convert_to_tensor(v))
+    return ctx.process_output(convert_to_tensor(flow_of(v)))  # a TensorArray: its flow
 
 
 def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
@@ -131,7 +132,8 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
                 raise ValueError(f"Outputs of true_fn and false_fn must have the same type: "
                                  f"{t.dtype.name}, {f.dtype.name}")
         merges = [merge([f, t])[0] for f, t in zip(res_f, res_t)]
-    result = nest.pack_sequence_as(orig_t, merges)
+    result = nest.pack_sequence_as(
+        orig_t, [with_flow(t, m) for t, m in zip(nest.flatten(orig_t), merges)])
     if not strict and isinstance(result, (list, tuple)) and len(result) == 1 \
             and not hasattr(result, "_fields"):
         result = result[0]

@@ -66,6 +66,7 @@ from ..ops.array_ops import identity
 from ..ops.control_flow_ops import exit as exit_op
 from ..ops.control_flow_ops import loop_cond, merge, next_iteration, switch
 from ..ops.math_ops import logical_and
+from ..ops.tensor_array_ops import flow_of, is_tensor_array, with_flow
 from ..util import nest
 from .context import WhileContext, is_loop_constant_enter
 
@@ -157,7 +158,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
 def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
     g = ctx._graph
-    flat_vars = [convert_to_tensor(v) for v in nest.flatten(loop_vars)]
+    # A TensorArray travels through the loop as its flow and is rebuilt around it.
+    templates = nest.flatten(loop_vars)
+    flat_vars = [convert_to_tensor(flow_of(v)) for v in templates]
     if shape_invariants is None:
         flat_inv = [v.shape for v in flat_vars]
     else:
@@ -167,7 +170,8 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
         except ValueError as e:
             raise ValueError(f"shape_invariants must have the structure of loop_vars: {e}") \
                 from None
-        flat_inv = [as_shape(s) for s in _flatten_invariants(shape_invariants, loop_vars)]
+        flat_inv = [v.shape if is_tensor_array(t) else as_shape(s) for s, t, v in
+                    zip(_flatten_invariants(shape_invariants, loop_vars), templates, flat_vars)]
     outer_deps = [c for ctrl in g._control_dependencies_stack for c in ctrl.control_inputs]
 
     # The ops of the loop do not take the control dependencies active around it: the
@@ -197,7 +201,8 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
 
             merges = [merge([e, e])[0] for e in enters]
             ctx.pivot_for_pred = merges[0]
-            packed = nest.pack_sequence_as(_as_structure(loop_vars), merges)
+            packed = nest.pack_sequence_as(_as_structure(loop_vars),
+                                           [with_flow(t, m) for t, m in zip(templates, merges)])
             c = convert_to_tensor(pred(*packed))
             if not c.dtype.is_bool or c.shape.ndims not in (0, None):
                 raise TypeError(f"while_loop: cond must return a scalar bool tensor, got "
@@ -206,7 +211,8 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
             switches = [switch(m, ctx.pivot) for m in merges]
             body_vars = [identity(s[1]) for s in switches]
             ctx.pivot_for_body = body_vars[0]
-            packed_body = nest.pack_sequence_as(_as_structure(loop_vars), body_vars)
+            packed_body = nest.pack_sequence_as(
+                _as_structure(loop_vars), [with_flow(t, v) for t, v in zip(templates, body_vars)])
             result = body(*packed_body)
             if not nest.is_sequence(result):
                 result = [result]
@@ -215,7 +221,7 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
             except ValueError as e:
                 raise ValueError("while_loop: body must return the structure of loop_vars. "
                                  f"{e}") from None
-            flat_result = [convert_to_tensor(v) for v in nest.flatten(result)]
+            flat_result = [convert_to_tensor(flow_of(v)) for v in nest.flatten(result)]
             for m, v, x in zip(merges, flat_result, flat_vars):
                 _add_next_and_back_edge(m, v, x)
             exits = [exit_op(s[0]) for s in switches]
@@ -225,7 +231,7 @@ def _build_loop(ctx: WhileContext, pred, body, loop_vars, shape_invariants):
     if ctx.outer_context is not None:
         for e in exits:
             ctx.outer_context.AddName(e)
-    return result, exits
+    return result, [with_flow(t, e) for t, e in zip(templates, exits)]
 
 
 def _as_structure(loop_vars):

@@ -8,3 +8,4 @@ from . import (array, control_flow, data_flow, grad, logging, math, nn, state,  
                training)
 from . import conv, extra_array, nn_extra  # noqa: F401,E402
 from . import linalg, random  # noqa: F401
+from . import sequence, tensor_array  # noqa: F401
