@@ -131,7 +131,7 @@ def _activation_grad_infer(op):
 
 
 for _t in ("TanhGrad", "SigmoidGrad"):
-    register_op(_t)(_activation_grad_infer)
+    register_op(_t, in_place=True)(_activation_grad_infer)
 
 
 def activation_grad(op_type, y, dy, name=None):

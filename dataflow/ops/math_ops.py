@@ -50,15 +50,16 @@ _BOOL_ONLY = {"LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any"}
 _DEFAULT_NAMES = {"AddV2": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv",
                   "FloorMod": "mod", "Pow": "pow"}
 
+# Elementwise arithmetic may overwrite a dying input of the output's size (in_place).
 for _t in UNARY_OPS:
-    register_op(_t)(shape_fns.unchanged)
+    register_op(_t, in_place=True)(shape_fns.unchanged)
 for _t in BINARY_OPS:
-    register_op(_t)(shape_fns.broadcast)
+    register_op(_t, in_place=True)(shape_fns.broadcast)
 for _t in COMPARISON_OPS:
     register_op(_t)(shape_fns.comparison)
 for _t in LOGICAL_BINARY_OPS:
     register_op(_t)(shape_fns.comparison)
-register_op("LogicalNot")(shape_fns.unchanged)
+register_op("LogicalNot", in_place=True)(shape_fns.unchanged)
 
 
 def _reduction_infer(op):

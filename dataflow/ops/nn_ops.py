@@ -11,7 +11,7 @@ from ..framework.tensor_shape import TensorShape
 from . import shape_fns
 
 for _t in ("Relu", "Elu", "Softplus"):
-    register_op(_t)(shape_fns.unchanged)
+    register_op(_t, in_place=True)(shape_fns.unchanged)
 
 
 def _softmax_infer(op):
