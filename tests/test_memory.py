@@ -306,16 +306,29 @@ def test_trip_count_function_matches_the_formula():
     batch, hidden = 4, 8
     g, w, x, dw = _rnn_grad(steps=10, batch=batch, hidden=hidden)
     p = df.memory.plan(dw, feed_shapes={w: [hidden, hidden], x: [batch, hidden]}, graph=g)
-    # The gradient saves h (for MatMul's gradient) and tanh's output once per iteration.
+    # The gradient saves h (for MatMul's gradient) and tanh's output once per iteration:
+    # the same arrays one iteration apart, so one history of n + 1 values of h.
     elem = align(batch * hidden * 4)
-    assert sorted(s.elem_bytes for s in p.stacks) == [elem, elem]
+    assert [(s.elem_bytes, s.history) for s in p.stacks] == [(elem, True)]
     base = p.arena_bytes + p.pinned_bytes
     for n in (0, 1, 7, 100, 1000):
-        assert p.peak_bytes_for({"rnn": n}) == base + 2 * n * elem
+        assert p.peak_bytes_for({"rnn": n}) == base + (n + 1 if n else 0) * elem
         replanned = df.memory.plan(dw, feed_shapes={w: [hidden, hidden], x: [batch, hidden]},
                                    graph=g, trip_counts={"rnn": n})
         assert replanned.peak_bytes == p.peak_bytes_for({"rnn": n})
-    assert p.peak_bytes == base + 2 * 10 * elem
+    assert p.peak_bytes == base + 11 * elem
+
+
+def test_stacks_of_unrelated_values_do_not_merge():
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [16], name="x")
+        _, v = df.while_loop(lambda i, v: i < 4, lambda i, v: (i + 1, df.sin(v) * df.cos(v)),
+                             (0, x), name="loop")
+        (dx,) = df.gradients(df.reduce_sum(v), [x])
+    p = df.memory.plan(dx, feed_shapes={x: [16]}, graph=g)
+    assert not any(s.history for s in p.stacks) and len(p.stacks) >= 2
+    assert p.stack_bytes_for() == 4 * sum(s.elem_bytes for s in p.stacks)
 
 
 def test_loop_without_a_known_count_is_an_error_naming_it():
@@ -335,7 +348,7 @@ def test_swap_memory_stacks_count_on_the_host():
     host = df.memory.plan(dw, feed_shapes={w: [8, 8], x: [4, 8]}, graph=g)
     g2, w2, x2, dw2 = _rnn_grad(steps=20)
     device = df.memory.plan(dw2, feed_shapes={w2: [8, 8], x2: [4, 8]}, graph=g2)
-    assert host.host_stack_bytes == device.stack_bytes_for() == 2 * 20 * align(4 * 8 * 4)
+    assert host.host_stack_bytes == device.stack_bytes_for() == 21 * align(4 * 8 * 4)
     assert host.peak_bytes == device.peak_bytes - device.stack_bytes_for()
     assert host.zones["host_stacks"] == host.host_stack_bytes and host.zones["stacks"] == 0
 
@@ -352,12 +365,15 @@ def test_nested_loop_stacks_multiply_trip_counts():
         _, v = df.while_loop(lambda i, v: i < 5, outer, (0, x), name="outer")
         (dx,) = df.gradients(df.reduce_sum(v), [x])
     p = df.memory.plan(dx, feed_shapes={x: [16]}, graph=g)
-    inner = [s for s in p.stacks if len(s.loops) == 2 and s.elem_bytes == align(64)]
-    assert inner
+    # per outer iteration: the inner loop's count (an int32) and, per inner iteration,
+    # u (for Sin's gradient) and sin(u) (for mul's): 16 floats each
+    assert sorted((len(s.loops), s.elem_bytes) for s in p.stacks) == [
+        (1, align(4)), (2, align(64)), (2, align(64))]
     base = p.peak_bytes_for({"outer": 0})
-    assert p.peak_bytes_for({"outer": 2}) - base == 2 * sum(
-        s.bytes_for({lp: 1 for lp in s.loops}) * (3 if len(s.loops) == 2 else 1)
-        for s in p.stacks)
+    for n_out, n_in in ((1, 3), (2, 3), (5, 3), (5, 10)):
+        expect = n_out * (align(4) + 2 * n_in * align(64))
+        assert p.peak_bytes_for({"outer": n_out, "outer/inner": n_in}) - base == expect
+    assert p.peak_bytes == base + 5 * (align(4) + 2 * 3 * align(64))
 
 
 # -- max batch --------------------------------------------------------------------------------
@@ -402,3 +418,38 @@ def test_summary_and_svg(tmp_path):
     assert svg.count("<rect") >= len([b for b in p.buffers if not b.pinned])
     import xml.etree.ElementTree as ET
     ET.fromstring((tmp_path / "plan.svg").read_text())
+
+
+# -- CLI and measurement ---------------------------------------------------------------------
+def test_cli_memory_prints_the_plan(tmp_path, capsys):
+    from dataflow.cli import main
+    script = tmp_path / "model.py"
+    script.write_text(
+        "import dataflow as df\n"
+        "x = df.placeholder(df.float32, [None, 32], name='x')\n"
+        "y = df.reduce_sum(df.tanh(df.matmul(x, df.ones([32, 32]))), name='y')\n")
+    svg = tmp_path / "plan.svg"
+    assert main(["memory", str(script), "--fetch", "y:0", "--feed-shape", "x=100,32",
+                 "--svg", str(svg), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    # x (pinned feed) and the MatMul/Tanh outputs: 100 x 32 floats
+    assert "peak " in out and "12.5 KiB" in out and svg.read_text().startswith("<svg")
+    assert main(["memory", str(script), "--fetch", "y:0"]) == 2
+    assert "feed_shapes={x" in capsys.readouterr().err
+
+
+def test_measured_peak_lies_between_the_largest_value_and_no_reuse():
+    from benchmarks.memory import measure_step_peak, measurement_config, planned_run_bytes
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float64, [200_000], name="x")
+        h = x
+        for f in (df.sin, df.exp, df.tanh, df.cos):
+            h = f(h) * 1.5
+        out = df.reduce_sum(h)
+    feed = {x: np.linspace(0, 1, 200_000)}
+    p = df.memory.plan(out, feed_dict=feed, graph=g)
+    with df.Session(graph=g, config=measurement_config()) as sess:
+        measured = measure_step_peak(sess, out, feed)
+    assert 200_000 * 8 <= measured <= (p.naive_bytes - p.pinned_bytes) + 64 * 1024
+    assert planned_run_bytes(p) == 200_000 * 8 + align(8)  # in place: one block + the sum

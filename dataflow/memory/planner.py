@@ -88,17 +88,27 @@ class Buffer:
 @dataclass
 class StackUse:
     """A stack's pushes: ``elem_bytes`` per push, once per iteration of each loop in
-    ``loops`` (outermost first); ``host`` when pushed with ``swap_memory=True``."""
+    ``loops`` (outermost first); ``host`` when pushed with ``swap_memory=True``.
+
+    ``history`` marks two stacks merged into one: one pushes a loop variable's value
+    and the other its next value, so together they hold the variable's ``n + 1``
+    successive values of an ``n``-iteration loop (the runtime pushes the same arrays,
+    by reference), not ``2 n``.
+    """
 
     name: str
     elem_bytes: int
     loops: tuple
     host: bool = False
+    history: bool = False
 
     def bytes_for(self, trip_counts) -> int:
         n = 1
-        for loop in self.loops:
-            n *= int(trip_counts[loop])
+        for i, loop in enumerate(self.loops):
+            k = int(trip_counts[loop])
+            if self.history and i == len(self.loops) - 1 and k > 0:
+                k += 1
+            n *= k
         return self.elem_bytes * n
 
 
@@ -566,19 +576,24 @@ class _Planner:
 
     # -- stacks and trip counts ----------------------------------------------------------
     def _stacks(self) -> list:
+        pushes = [op for op in self.ops if op.type == "StackPush"]
+        pairs = _history_pairs(pushes)
         out = []
-        for op in self.ops:
-            if op.type != "StackPush":
-                continue
+        for op in pushes:
+            if op in pairs and pairs[op] is None:
+                continue  # merged into its partner's entry
             loops, f = [], self.frame_of[op]
             while f is not None and f.parent is not None:
                 loops.append(f.name)
                 f = f.parent
-            elem = _align(self.shapes.nbytes(op._inputs[1]) or 0)
-            if self.shapes.nbytes(op._inputs[1]) is None:
-                raise self._unknown_shape(op._inputs[1], self.shapes.shape_of(op._inputs[1]))
-            out.append(StackUse(stack_of(op._inputs[0]).name, elem, tuple(loops[::-1]),
-                                bool(op.get_attr("swap_memory"))))
+            value = op._inputs[1]
+            if self.shapes.nbytes(value) is None:
+                raise self._unknown_shape(value, self.shapes.shape_of(value))
+            name = stack_of(op._inputs[0]).name
+            if op in pairs:
+                name = f"{name} + {stack_of(pairs[op]._inputs[0]).name}"
+            out.append(StackUse(name, _align(self.shapes.nbytes(value)), tuple(loops[::-1]),
+                                bool(op.get_attr("swap_memory")), history=op in pairs))
         return out
 
     def _trip_counts(self, stacks) -> dict:
@@ -614,6 +629,29 @@ def _itemsize(dtype) -> int:
         return int(np.dtype(dtype.as_numpy_dtype).itemsize)
     except (TypeError, AttributeError):
         return 8
+
+
+def _history_pairs(pushes) -> dict:
+    """Pushes of a loop variable's value (its Merge) paired with pushes of its next
+    value (what its NextIteration receives), in the same loop: ``{first: second,
+    second: None}``. Both stacks then hold one history of the variable."""
+    by_value = {}
+    for op in pushes:
+        by_value.setdefault(_through(op._inputs[1]), []).append(op)
+    pairs: dict = {}
+    for op in pushes:
+        merge = _through(op._inputs[1]).op
+        if op in pairs or merge._op_def.role != R.MERGE:
+            continue
+        nxt = [t for t in merge._inputs if t.op._op_def.role == R.NEXT_ITERATION]
+        if not nxt:
+            continue
+        partners = [q for q in by_value.get(_through(nxt[0].op._inputs[0]), [])
+                    if q not in pairs and q is not op
+                    and bool(q.get_attr("swap_memory")) == bool(op.get_attr("swap_memory"))]
+        if partners:
+            pairs[op], pairs[partners[0]] = partners[0], None
+    return pairs
 
 
 def _placeholders_upstream(op, fed, needed) -> list:
