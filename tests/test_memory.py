@@ -453,3 +453,17 @@ def test_measured_peak_lies_between_the_largest_value_and_no_reuse():
         measured = measure_step_peak(sess, out, feed)
     assert 200_000 * 8 <= measured <= (p.naive_bytes - p.pinned_bytes) + 64 * 1024
     assert planned_run_bytes(p) == 200_000 * 8 + align(8)  # in place: one block + the sum
+
+
+def test_quality_on_the_benchmark_workloads():
+    """peak <= 1.1 x lower bound on each workload of benchmarks/memory.py, and reuse
+    saves memory wherever the values are not all live at once."""
+    from benchmarks.memory import WORKLOADS
+    for name, make in WORKLOADS.items():
+        g, fetch, feed, _ = make(50)
+        p = df.memory.plan(fetch, feed_dict=feed, graph=g)
+        assert p.peak_bytes <= 1.1 * p.lower_bound_bytes, name
+        assert p.arena_bytes <= 1.1 * p.lower_bound_arena, name
+        assert not p.overlaps(), name
+        if "MLP" in name:
+            assert p.naive_bytes >= 2 * p.peak_bytes, name
