@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dataflow as df
-from dataflow.framework.graph_analysis import prune
+from dataflow.framework.graph_analysis import infer_frames, prune
 from dataflow.memory.planner import ALIGNMENT
 from tests.graph_gen import programs, quiet_numpy
 
@@ -223,6 +223,13 @@ def _check_invariants(p, graph, fetches, feeds):
                 continue
             if b is not None and not b.pinned:
                 assert b.first_use <= times[op.name] <= b.last_use, (t.name, op.name)
+    # a loop variable keeps its block for the whole loop (each iteration starts there)
+    frame_of, _ = infer_frames(ops, fed)
+    ends = {name: i for i, (kind, name) in enumerate(p.order) if kind == "end"}
+    for op in ops:
+        if op.type == "Merge" and any(t.op.type == "NextIteration" for t in op.inputs):
+            b = p.tensors[op.outputs[0].name]
+            assert b.pinned or b.last_use >= ends[frame_of[op].name], op.name
     # no two live buffers overlap in the arena; pinned values are alone
     assert not p.overlaps()
     arena = [b for b in p.buffers if not b.pinned]

@@ -451,6 +451,12 @@ class _Planner:
                     continue
                 end = self._use_time(op, t, b)
                 b.last_use = end if b.last_use is None else max(b.last_use, end)
+        for merge in self.ops:  # a loop variable's block is its own for the whole loop
+            region = self.region_of[merge]
+            b = self.buffer_of.get(merge._outputs[0]) if merge._outputs else None
+            if (merge._op_def.role == R.MERGE and region.kind == RG.LOOP and b is not None
+                    and any(t.op._op_def.role == R.NEXT_ITERATION for t in merge._inputs)):
+                b.last_use = region.end if b.last_use is None else max(b.last_use, region.end)
         for b in self.buffers:
             if b.pinned:
                 b.first_use, b.last_use = 0, len(self.events) - 1
