@@ -26,7 +26,7 @@ import dataflow as df
 
 from . import workloads
 
-__all__ = ["measure_step_peak", "planned_run_bytes", "WORKLOADS", "report"]
+__all__ = ["WORKLOADS", "measure_step_peak", "planned_run_bytes", "report"]
 
 
 def measurement_config():

@@ -1,6 +1,8 @@
 """Static memory plans (dataflow.memory): shapes, Owl's planner, control flow, max batch."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +12,7 @@ from dataflow.framework.graph_analysis import infer_frames, prune
 from dataflow.memory.planner import ALIGNMENT
 from tests.graph_gen import programs, quiet_numpy
 
-SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": True}
 
 
 def align(n):
@@ -24,7 +26,7 @@ def _mlp(batch=None, sizes=(64, 32, 10), seed=0):
         x = df.placeholder(df.float32, [batch, sizes[0]], name="x")
         y = df.placeholder(df.float32, [batch, sizes[-1]], name="y")
         h = x
-        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for k, (a, b) in enumerate(itertools.pairwise(sizes)):
             w = df.Variable(rng.standard_normal((a, b)).astype(np.float32) * 0.1, name=f"w{k}")
             h = df.matmul(h, w) + df.Variable(np.zeros(b, np.float32), name=f"b{k}")
             if k < len(sizes) - 2:
@@ -42,9 +44,9 @@ def _rnn_grad(steps=10, batch=4, hidden=8, swap_memory=False, maximum_iterations
         w = df.placeholder(df.float32, [hidden, hidden], name="w")
         x = df.placeholder(df.float32, [batch, hidden], name="x")
         if data_bound:
-            cond = lambda i, h: df.reduce_sum(h) < 1e9  # noqa: E731 - data-dependent
+            cond = lambda i, h: df.reduce_sum(h) < 1e9
         else:
-            cond = lambda i, h: i < steps  # noqa: E731
+            cond = lambda i, h: i < steps
         _, h = df.while_loop(cond, lambda i, h: (i + 1, df.tanh(df.matmul(h, w) + x)),
                              (0, df.zeros([batch, hidden])), swap_memory=swap_memory,
                              maximum_iterations=maximum_iterations, name="rnn")
@@ -56,7 +58,7 @@ def _rnn_grad(steps=10, batch=4, hidden=8, swap_memory=False, maximum_iterations
 def test_step_shapes_match_the_run_values():
     """Every planned value's inferred shape is the shape the run produces (batch from
     feed_shapes, the graph's own batch dimension being unknown)."""
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, _loss, step, init = _mlp()
     p = df.memory.plan(step, feed_shapes={x: [37, 64], y: [37, 10]}, graph=g)
     ops = prune([], [step], fed={x, y})
     tensors = [t for op in ops for t in op.outputs
@@ -80,7 +82,7 @@ def test_step_shapes_match_the_run_values():
 
 
 def test_unknown_shape_names_the_op_and_the_placeholder():
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, loss, _step, _init = _mlp()
     with pytest.raises(df.errors.InvalidArgumentError, match=r"feed_shapes=\{x"):
         df.memory.plan(loss, feed_shapes={x: [None, 64], y: [5, 10]}, graph=g)
     with pytest.raises(df.errors.InvalidArgumentError, match=r"not fed.*feed_shapes=\{x"):
@@ -109,7 +111,7 @@ def test_unfed_placeholder_is_an_error():
 
 
 def test_shapes_from_fed_values():
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, loss, _step, _init = _mlp()
     p = df.memory.plan(loss, feed_dict={x: np.zeros((11, 64), np.float32),
                                         y: np.zeros((11, 10), np.float32)}, graph=g)
     assert p.tensors["x:0"].shape == (11, 64) and p.tensors["x:0"].zone == "feeds"
@@ -161,18 +163,18 @@ def test_best_fit_picks_the_smallest_block_that_fits_and_grows_the_largest():
 
 
 def test_pinned_values_never_share():
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, loss, step, _init = _mlp()
     p = df.memory.plan([step, loss], feed_shapes={x: [16, 64], y: [16, 10]}, graph=g)
     pinned = sorted((b for b in p.buffers if b.pinned), key=lambda b: b.offset)
     assert {b.zone for b in pinned} == {"variables", "constants", "feeds", "fetches"}
     assert pinned[0].offset >= p.arena_bytes
-    for a, b in zip(pinned, pinned[1:]):
+    for a, b in itertools.pairwise(pinned):
         assert a.offset + a.size <= b.offset
     assert p.tensors[loss.name].zone == "fetches"
 
 
 def test_mlp_zones():
-    g, x, y, loss, step, init = _mlp(sizes=(64, 32, 10))
+    g, x, y, _loss, step, _init = _mlp(sizes=(64, 32, 10))
     p = df.memory.plan(step, feed_shapes={x: [100, 64], y: [100, 10]}, graph=g)
     # weights and biases, Adam's m and v slots for each, and its two beta powers
     params = [64 * 32, 32, 32 * 10, 10]
@@ -236,7 +238,7 @@ def _check_invariants(p, graph, fetches, feeds):
     assert all(0 <= b.offset and b.offset + b.size <= p.arena_bytes for b in arena)
     pinned = sorted((b for b in p.buffers if b.pinned), key=lambda b: b.offset)
     assert all(b.offset >= p.arena_bytes for b in pinned)
-    assert all(a.offset + a.size <= b.offset for a, b in zip(pinned, pinned[1:]))
+    assert all(a.offset + a.size <= b.offset for a, b in itertools.pairwise(pinned))
     assert p.lower_bound_arena == _lower_bound_by_sweep(p)
     assert p.lower_bound_bytes <= p.peak_bytes <= p.naive_bytes
 
@@ -260,7 +262,7 @@ def test_planner_invariants_on_random_programs(program):
 
 
 def test_invariants_on_training_steps():
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, loss, step, _init = _mlp()
     p = df.memory.plan([step, loss], feed_shapes={x: [50, 64], y: [50, 10]}, graph=g)
     _check_invariants(p, g, [loss], {x: 0, y: 0})
     g, w, x, dw = _rnn_grad()
@@ -279,10 +281,10 @@ def _cond_graph(true_fn, false_fn, n=4096):
 
 
 def test_cond_branches_share_memory():
-    big = lambda x: df.reduce_sum(df.matmul(df.reshape(x, [64, 64]),  # noqa: E731
+    big = lambda x: df.reduce_sum(df.matmul(df.reshape(x, [64, 64]),
                                             df.reshape(df.exp(x), [64, 64])) + 1.0)
-    other = lambda x: df.reduce_sum(df.sin(x) * df.cos(x) + df.tanh(x))  # noqa: E731
-    small = lambda x: df.constant(0.0)  # noqa: E731
+    other = lambda x: df.reduce_sum(df.sin(x) * df.cos(x) + df.tanh(x))
+    small = lambda x: df.constant(0.0)
     _, both = _cond_graph(big, other)
     _, only_big = _cond_graph(big, small)
     _, only_other = _cond_graph(small, other)
@@ -401,11 +403,11 @@ def test_max_batch_size_on_superlinear_memory():
 
 
 def test_max_batch_size_linear_mlp_and_too_small_budget():
-    g, x, y, loss, step, init = _mlp()
+    g, x, y, _loss, step, _init = _mlp()
     shapes = {x: [None, 64], y: [None, 10]}
     budget = 4 << 20
     b = df.memory.max_batch_size(step, shapes, budget, graph=g)
-    peak = lambda n: df.memory.plan(step, feed_shapes={x: [n, 64], y: [n, 10]},  # noqa: E731
+    peak = lambda n: df.memory.plan(step, feed_shapes={x: [n, 64], y: [n, 10]},
                                     graph=g).peak_bytes
     assert peak(b) <= budget < peak(b + 1)
     one = peak(1)
@@ -418,7 +420,7 @@ def test_summary_and_svg(tmp_path):
     g, w, x, dw = _rnn_grad(steps=10)
     p = df.memory.plan(dw, feed_shapes={w: [8, 8], x: [4, 8]}, graph=g)
     text = p.summary(top=3)
-    assert f"lower bound" in text and "stack" in text and "gradient" in text
+    assert "lower bound" in text and "stack" in text and "gradient" in text
     assert len([ln for ln in text.splitlines() if " live " in ln]) == 3
     svg = p.to_svg(tmp_path / "plan.svg")
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
@@ -474,3 +476,19 @@ def test_quality_on_the_benchmark_workloads():
         assert not p.overlaps(), name
         if "MLP" in name:
             assert p.naive_bytes >= 2 * p.peak_bytes, name
+
+
+def test_loop_plan_against_the_measured_run():
+    """The T-step RNN gradient: what the plan says a run allocates (arena, the history
+    of h on the stacks, the fetched gradient) against tracemalloc on the unplanned run."""
+    from benchmarks.memory import measure_step_peak, measurement_config, planned_run_bytes
+    for steps in (40, 80):
+        g, w, x, dw = _rnn_grad(steps=steps, batch=32, hidden=128)
+        rng = np.random.default_rng(0)
+        feed = {w: (rng.standard_normal((128, 128)) / 12).astype(np.float32),
+                x: rng.standard_normal((32, 128)).astype(np.float32)}
+        p = df.memory.plan(dw, feed_dict=feed, graph=g)
+        with df.Session(graph=g, config=measurement_config()) as sess:
+            measured = measure_step_peak(sess, dw, feed)
+        assert abs(measured - planned_run_bytes(p)) <= 0.15 * planned_run_bytes(p), (
+            steps, measured, planned_run_bytes(p))

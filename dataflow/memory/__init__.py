@@ -17,5 +17,5 @@ from .batch import max_batch_size
 from .planner import ALIGNMENT, Buffer, MemoryPlan, StackUse, plan
 from .shapes import StepShapes, infer_step_shapes
 
-__all__ = ["plan", "max_batch_size", "MemoryPlan", "Buffer", "StackUse", "ALIGNMENT", "StepShapes",
-           "infer_step_shapes"]
+__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "StepShapes", "infer_step_shapes",
+           "max_batch_size", "plan"]

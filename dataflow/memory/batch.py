@@ -11,6 +11,8 @@ True
 """
 from __future__ import annotations
 
+import itertools
+
 from .. import errors
 from ..framework.tensor_shape import as_shape
 from .planner import plan
@@ -62,7 +64,7 @@ def max_batch_size(fetches, feed_shapes, budget_bytes, graph=None, trip_counts=N
 
 def _check_monotone(seen: dict) -> None:
     batches = sorted(seen)
-    for a, b in zip(batches, batches[1:]):
+    for a, b in itertools.pairwise(batches):
         if seen[b] < seen[a]:
             raise errors.FailedPreconditionError(
                 None, None, f"max_batch_size: the planned peak is not monotone in the "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-__all__ = ["summary", "to_svg", "ZONE_COLOURS"]
+__all__ = ["ZONE_COLOURS", "summary", "to_svg"]
 
 ZONE_COLOURS = {
     "forward": "#4e79a7", "gradient": "#e15759", "optimizer": "#59a14f",
@@ -29,13 +29,13 @@ def _mib(n: int) -> str:
 def summary(plan, top: int = 10) -> str:
     """The plan's totals, zones, loops and ``top`` largest buffers, as text."""
     lines = [
-        f"peak {_mib(plan.peak_bytes)} = arena {_mib(plan.arena_bytes)} + pinned "
-        f"{_mib(plan.pinned_bytes)} + stacks {_mib(plan.stack_bytes_for())}",
-        f"lower bound {_mib(plan.lower_bound_bytes)} (peak / lower bound "
+        (f"peak {_mib(plan.peak_bytes)} = arena {_mib(plan.arena_bytes)} + pinned "
+        f"{_mib(plan.pinned_bytes)} + stacks {_mib(plan.stack_bytes_for())}"),
+        (f"lower bound {_mib(plan.lower_bound_bytes)} (peak / lower bound "
         f"{plan.peak_bytes / max(plan.lower_bound_bytes, 1):.3f}); no reuse "
-        f"{_mib(plan.naive_bytes)} (naive / peak {plan.naive_bytes / max(plan.peak_bytes, 1):.2f})",
-        f"{len(plan.buffers)} buffers, {len(plan.blocks)} arena blocks, "
-        f"{len(plan.in_place)} written in place",
+        f"{_mib(plan.naive_bytes)} (naive / peak {plan.naive_bytes / max(plan.peak_bytes, 1):.2f})"),
+        (f"{len(plan.buffers)} buffers, {len(plan.blocks)} arena blocks, "
+        f"{len(plan.in_place)} written in place"),
         "zones:",
     ]
     for zone, n in plan.zones.items():
@@ -48,7 +48,7 @@ def summary(plan, top: int = 10) -> str:
         where = "host" if s.host else "device"
         lines.append(f"  stack {s.name}: {_mib(s.elem_bytes)} per push x "
                      f"{' x '.join(s.loops) or '1'} ({where})")
-    lines.append(f"largest buffers:")
+    lines.append("largest buffers:")
     for b in sorted(plan.buffers, key=lambda b: -b.size)[:top]:
         where = "pinned" if b.pinned else f"@{b.offset}"
         lines.append(f"  {b.name:<48} {_mib(b.size):>12} {b.zone:<10} {where}"
@@ -65,10 +65,10 @@ def to_svg(plan, path, width: int = 960) -> str:
     w, h = width - left - right, height - top - bottom
     scale_y = h / max(plan.arena_bytes, 1)
     scale_x = w / n_events
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="11">',
-             f'<rect x="{left}" y="{top}" width="{w}" height="{h}" fill="#f7f7f7" '
-             f'stroke="#999"/>']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="11">'),
+             (f'<rect x="{left}" y="{top}" width="{w}" height="{h}" fill="#f7f7f7" '
+             f'stroke="#999"/>')]
     parts += _loop_shading(plan, left, top, h, scale_x)
     for b in arena:
         x = left + b.first_use * scale_x

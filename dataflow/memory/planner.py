@@ -49,7 +49,7 @@ from ..framework.tensor_shape import as_shape
 from . import regions as RG
 from .shapes import infer_step_shapes, stack_of
 
-__all__ = ["plan", "MemoryPlan", "Buffer", "StackUse", "ALIGNMENT"]
+__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "plan"]
 
 # Every block starts on a 64-byte boundary (a cache line; what NumPy's allocator gives).
 ALIGNMENT = 64
@@ -114,7 +114,23 @@ class StackUse:
 
 @dataclass(eq=False)
 class MemoryPlan:
-    """The memory of one step, decided before it runs (see :func:`plan`)."""
+    """The memory of one step, decided before it runs (see :func:`plan`).
+
+    >>> import dataflow as df
+    >>> g = df.Graph()
+    >>> with g.as_default():
+    ...     x = df.placeholder(df.float32, [8], name="x")
+    ...     _, h = df.while_loop(lambda i, h: i < 10, lambda i, h: (i + 1, df.sin(h)),
+    ...                          (0, x), name="loop")
+    ...     (dx,) = df.gradients(df.reduce_sum(h), [x])
+    >>> p = plan(dx, feed_shapes={x: [8]}, graph=g)
+    >>> p.trip_counts["loop/while_context"], len(p.stacks)
+    (10, 1)
+    >>> p.peak_bytes_for({"loop": 20}) - p.peak_bytes == 10 * p.stacks[0].elem_bytes
+    True
+    >>> print(p.summary(top=1).splitlines()[0])  # doctest: +ELLIPSIS
+    peak ... = arena ... + pinned ... + stacks ...
+    """
 
     buffers: list
     order: list

@@ -30,7 +30,7 @@ class Region:
 
     kind: str
     key: object
-    parent: "Region | None"
+    parent: Region | None
     name: str = ""
     ops: list = field(default_factory=list)        # ops directly in this region
     children: list = field(default_factory=list)   # child regions, in creation order

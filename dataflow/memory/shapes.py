@@ -34,7 +34,7 @@ from ..framework.graph import Tensor
 from ..framework.tensor_shape import TensorShape, as_shape
 from ..kernels.registry import KernelContext, find_kernel
 
-__all__ = ["StepShapes", "infer_step_shapes", "VALUE_LIMIT"]
+__all__ = ["VALUE_LIMIT", "StepShapes", "infer_step_shapes"]
 
 # Integer tensors up to this many elements get their values computed (shape arithmetic).
 VALUE_LIMIT = 64
