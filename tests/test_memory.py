@@ -492,3 +492,37 @@ def test_loop_plan_against_the_measured_run():
             measured = measure_step_peak(sess, dw, feed)
         assert abs(measured - planned_run_bytes(p)) <= 0.15 * planned_run_bytes(p), (
             steps, measured, planned_run_bytes(p))
+
+
+def test_raw_loop_inside_a_cond_branch():
+    """A loop built from the raw primitives (no WhileContext) inside ``df.cond``: its
+    region sits in the branch its entered values come from, and its counter bound is
+    found."""
+    from dataflow.ops import control_flow_ops as cf
+    g = df.Graph()
+    with g.as_default():
+        p = df.placeholder(df.bool, [], name="p")
+        x = df.placeholder(df.float64, [100], name="x")
+
+        def true_fn():
+            frame = "raw_in_cond"
+            ei = cf.enter(df.constant(0, df.int32), frame)
+            ea = cf.enter(df.sin(x), frame)
+            lim = cf.enter(df.constant(3, df.int32), frame, is_constant=True)
+            one = cf.enter(df.constant(1, df.int32), frame, is_constant=True)
+            mi, _ = cf.merge([ei, ei])
+            ma, _ = cf.merge([ea, ea])
+            pc = cf.loop_cond(df.less(mi, lim))
+            fi, ti = cf.switch(mi, pc)
+            fa, ta = cf.switch(ma, pc)
+            mi.op._update_input(1, cf.next_iteration(df.add(ti, one)))
+            ma.op._update_input(1, cf.next_iteration(df.exp(ta)))
+            return df.reduce_sum(cf.exit(fa) * 2.0)
+        out = df.cond(p, true_fn, lambda: df.reduce_sum(df.cos(x)))
+    feeds = {p: True, x: np.zeros(100)}
+    plan = df.memory.plan(out, feed_dict=feeds, graph=g)
+    _check_invariants(plan, g, [out], feeds)
+    assert plan.trip_counts == {"raw_in_cond": 3}
+    events = [name for _, name in plan.order]
+    true_at = events.index("cond(cond/Switch):true")
+    assert true_at < events.index("raw_in_cond") < events.index("cond(cond/Switch):false")

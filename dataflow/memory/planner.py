@@ -328,6 +328,7 @@ class _Planner:
         sinks = [t.op for t in self.fetches if t not in self.fed] + list(self.targets)
         self.events = RG.evaluation_order(root, self.region_of, self.needed, self.fed, sinks)
         self.time = {ev[1]: i for i, ev in enumerate(self.events) if ev[0] == "op"}
+        self._check_order()
         self._make_buffers()
         self._lifetimes()
         blocks, in_place = self._allocate()
@@ -342,6 +343,20 @@ class _Planner:
                           stacks, counts, [(o.name, i.name) for o, i in in_place],
                           lower, naive, zones, blocks,
                           {t.name: b for t, b in self.buffer_of.items()})
+
+    def _check_order(self) -> None:
+        """Every op comes after what it reads (but the back edges): a region structure
+        this planner does not understand fails here, not in a wrong plan."""
+        for op, t in self.time.items():
+            for x in op._inputs:
+                if x in self.fed or x.op not in self.time:
+                    continue
+                if op._op_def.role == R.MERGE and x.op._op_def.role == R.NEXT_ITERATION:
+                    continue
+                if self.time[x.op] >= t:
+                    raise errors.InternalError(
+                        None, op, f"memory plan: the evaluation order puts '{op.name}' "
+                        f"before its input '{x.op.name}' (unsupported control-flow nesting)")
 
     # -- values ----------------------------------------------------------------------
     def _make_buffers(self) -> None:

@@ -50,9 +50,15 @@ class _Builder:
     def __init__(self, ops, frame_of, frames):
         self.frame_of = frame_of
         self.frames = frames
+        self.needed = set(ops)
         self.root = Region(ROOT, None, None, "<root>")
         self.regions: dict = {}
+        self.loops: dict = {}
         self.contexts = _while_contexts(ops, frame_of)
+        self.enters: dict = {}
+        for op in ops:
+            if op._op_def.role == R.ENTER:
+                self.enters.setdefault(op.get_attr("frame_name"), []).append(op)
 
     def child(self, parent: Region, kind, key, name) -> Region:
         r = self.regions.get((kind, id(key)))
@@ -65,11 +71,29 @@ class _Builder:
     def loop_region(self, frame) -> Region:
         if frame.parent is None:
             return self.root
-        parent = self.loop_region(frame.parent)
+        if frame.name not in self.loops:
+            self.loops[frame.name] = self.child(self._loop_parent(frame), LOOP, frame,
+                                                frame.name)
+        return self.loops[frame.name]
+
+    def _loop_parent(self, frame) -> Region:
+        """Where a loop sits: in the cond branch its WhileContext was built in, or, for
+        a raw loop (no context), in the deepest region its entered values come from."""
         ctx = self.contexts.get(frame.name)
         if ctx is not None:
-            parent = self.cond_chain(parent, _cond_contexts(ctx.outer_context))
-        return self.child(parent, LOOP, frame, frame.name)
+            return self.cond_chain(self.loop_region(frame.parent),
+                                   _cond_contexts(ctx.outer_context))
+        best = self.loop_region(frame.parent)
+        for enter in self.enters.get(frame.name, []):
+            src = enter._inputs[0].op
+            if src not in self.needed:
+                continue
+            r = self.region_of(src)
+            if src._op_def.role == R.EXIT:
+                r = r.parent  # the region around the loop it leaves
+            if r.depth > best.depth and best in r.path():
+                best = r
+        return best
 
     def cond_chain(self, region: Region, contexts) -> Region:
         for ctx in contexts:
@@ -90,8 +114,14 @@ class _Builder:
         ctx = op._control_flow_context
         conds = _cond_contexts(ctx)
         owner = _first_while(ctx)
-        expected = self.contexts.get(frame.name) if frame.parent is not None else None
-        if conds and owner is expected:
+        # A cond's branches are regions only where its context belongs to this frame: the
+        # loop's own WhileContext (none for the root); a raw loop's body stays linear.
+        if frame.parent is None:
+            ok = owner is None
+        else:
+            expected = self.contexts.get(frame.name)
+            ok = expected is not None and owner is expected
+        if conds and ok:
             region = self.cond_chain(region, conds)
         return region
 
