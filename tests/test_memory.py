@@ -513,7 +513,7 @@ def test_raw_loop_inside_a_cond_branch():
             mi, _ = cf.merge([ei, ei])
             ma, _ = cf.merge([ea, ea])
             pc = cf.loop_cond(df.less(mi, lim))
-            fi, ti = cf.switch(mi, pc)
+            _, ti = cf.switch(mi, pc)
             fa, ta = cf.switch(ma, pc)
             mi.op._update_input(1, cf.next_iteration(df.add(ti, one)))
             ma.op._update_input(1, cf.next_iteration(df.exp(ta)))
