@@ -526,3 +526,16 @@ def test_raw_loop_inside_a_cond_branch():
     events = [name for _, name in plan.order]
     true_at = events.index("cond(cond/Switch):true")
     assert true_at < events.index("raw_in_cond") < events.index("cond(cond/Switch):false")
+
+
+def test_loop_variable_whose_shape_grows_is_an_error_not_a_guess():
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [2], name="x")
+        _, v = df.while_loop(lambda i, v: i < 3,
+                             lambda i, v: (i + 1, df.concat([v, df.ones([1])], 0)),
+                             (0, x), shape_invariants=(df.TensorShape([]),
+                                                       df.TensorShape([None])), name="grow")
+        out = df.reduce_sum(v)
+    with pytest.raises(df.errors.InvalidArgumentError, match=r"grow/.*\(\?,\)"):
+        df.memory.plan(out, feed_shapes={x: [2]}, graph=g)

@@ -38,8 +38,9 @@ __all__ = ["VALUE_LIMIT", "StepShapes", "infer_step_shapes"]
 
 # Integer tensors up to this many elements get their values computed (shape arithmetic).
 VALUE_LIMIT = 64
-# Loops: shapes flowing around a back edge need a few passes to settle.
-_MAX_PASSES = 4
+# Loops: shapes flowing around a back edge need a few passes to settle (about two per
+# nesting level); past this many the inference gives up with an error.
+_MAX_PASSES = 32
 
 
 class StepShapes:
@@ -99,8 +100,10 @@ def infer_step_shapes(ops, feed_shapes=None, feed_values=None) -> StepShapes:
         for op in order:
             changed |= _infer_op(op, out, fed, stacks)
         if not changed:
-            break
-    return out
+            return out
+    raise errors.InternalError(
+        None, None, f"static shape inference did not settle in {_MAX_PASSES} passes over "
+        f"the loops of this step")
 
 
 def _compatible(t, shape) -> bool:
