@@ -13,10 +13,17 @@
   Send/Recv pairs and control loops. It partitions what ``--fetch`` names (op or
   tensor names), by default every op nothing else consumes; placeholders are fed.
 
+``dataflow memory TARGET [--fetch NAME ...] [--feed-shape NAME=D0,D1 ...]
+[--trip-count LOOP=N ...] [--svg OUT] [--top N]`` prints the static memory plan
+(:func:`dataflow.memory.plan`) of one run of ``--fetch`` (default: every op nothing
+else consumes) in the graph the script builds; placeholders are fed with their
+declared shapes, or the ones ``--feed-shape`` gives (``x=32,64``).
+
 Example::
 
     dataflow viz examples/control_flow_demo.py -o demo.svg
     python -m dataflow viz digits_rnn --partition -o rnn.dot
+    dataflow memory my_model.py --fetch train_op --feed-shape x=128,784 --svg plan.svg
 """
 from __future__ import annotations
 
@@ -109,6 +116,44 @@ def _viz(args) -> int:
     return 0
 
 
+def _parse_feed_shape(text: str):
+    name, _, dims = text.partition("=")
+    if not name or not dims:
+        raise SystemExit(f"dataflow memory: --feed-shape wants NAME=D0,D1,..., got {text!r}")
+    return name, [int(d) for d in dims.split(",") if d.strip()]
+
+
+def _memory(args) -> int:
+    import dataflow as df
+    graph = load_graph(args.target)
+    fetches = args.fetch or _sinks(graph)
+    shapes = {}
+    for op in graph.get_operations():
+        if op.type == "Placeholder" and op.outputs[0].shape.is_fully_defined():
+            shapes[op.outputs[0]] = op.outputs[0].shape
+    for text in args.feed_shape or []:
+        name, dims = _parse_feed_shape(text)
+        try:
+            shapes[graph.get_tensor_by_name(name if ":" in name else name + ":0")] = dims
+        except KeyError as e:
+            raise SystemExit(f"dataflow memory: --feed-shape {text!r}: {e.args[0]}") from None
+    counts = {}
+    for text in args.trip_count or []:
+        loop, _, n = text.partition("=")
+        counts[loop] = int(n)
+    try:
+        plan = df.memory.plan(fetches, feed_shapes=shapes, graph=graph, trip_counts=counts)
+    except df.errors.OpError as e:
+        print(f"dataflow memory: {e.message}\n(shapes: --feed-shape NAME=D0,D1,...; "
+              f"loops: --trip-count LOOP=N)", file=sys.stderr)
+        return 2
+    print(plan.summary(args.top))
+    if args.svg:
+        plan.to_svg(args.svg)
+        print(f"wrote {args.svg}", file=sys.stderr)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataflow", description="dataflow tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +167,17 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--fetch", action="append",
                    help="with --partition: an op or tensor name to compute (repeatable)")
     v.set_defaults(func=_viz)
+    m = sub.add_parser("memory", help="print the static memory plan of a script's fetches")
+    m.add_argument("target", help="a Python script, or the name of a program in examples/")
+    m.add_argument("--fetch", action="append", help="an op or tensor name to run "
+                   "(repeatable; default: every op nothing else consumes)")
+    m.add_argument("--feed-shape", action="append",
+                   help="NAME=D0,D1,...: the shape fed to a placeholder (repeatable)")
+    m.add_argument("--trip-count", action="append",
+                   help="LOOP=N: a while loop's trip count (repeatable)")
+    m.add_argument("--svg", help="also draw the arena to this SVG file")
+    m.add_argument("--top", type=int, default=10, help="how many largest buffers to list")
+    m.set_defaults(func=_memory)
     return parser
 
 
