@@ -16,8 +16,8 @@ made unique the TF1 way (``dense``, ``dense_1``...; ``name=`` gives the scope, a
     with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
         train_op = tf.train.AdamOptimizer().minimize(loss)
 
->>> y = dense(placeholder(float32, [None, 3]), 2)
->>> [v.name for v in trainable_variables()]
+>>> y = dense(df.placeholder(df.float32, [None, 3]), 2)
+>>> [v.name for v in df.trainable_variables()]
 ['dense/kernel:0', 'dense/bias:0']
 """
 from __future__ import annotations
@@ -151,8 +151,11 @@ class Dense(Layer):
     """``outputs = activation(inputs @ kernel + bias)`` (``tf.layers.Dense``); inputs of
     rank > 2 are multiplied along their last dimension.
 
-    >>> layer = Dense(10, activation=relu)
+    >>> x = df.placeholder(df.float32, [None, 4])
+    >>> layer = Dense(10, activation=df.nn.relu)
     >>> y = layer(x)
+    >>> y.shape, layer.kernel.shape
+    (TensorShape([None, 10]), TensorShape([4, 10]))
     >>> layer.kernel.name
     'dense/kernel:0'
     """
@@ -210,7 +213,14 @@ class Dropout(Layer):
     """``tf.nn.dropout`` with ``rate`` when ``training`` (a bool or a bool tensor), the
     identity otherwise (``tf.layers.Dropout``).
 
-    >>> Dropout(0.3)(x, training=is_training)
+    >>> x = df.ones([4, 25])
+    >>> is_training = df.placeholder(df.bool, [])
+    >>> y = Dropout(0.3)(x, training=is_training)
+    >>> with df.Session() as sess:
+    ...     sess.run(y, {is_training: False}).sum()              # the identity
+    ...     bool((sess.run(y, {is_training: True}) == 0).any())  # some of 100 dropped
+    np.float32(100.0)
+    True
     """
 
     def __init__(self, rate=0.5, noise_shape=None, seed=None, name=None, **kwargs):
@@ -228,7 +238,9 @@ class Dropout(Layer):
 class Flatten(Layer):
     """``[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]`` (``tf.layers.Flatten``).
 
-    >>> Flatten()(images)            # [None, 8, 8, 1] -> [None, 64]
+    >>> images = df.placeholder(df.float32, [None, 8, 8, 1])
+    >>> Flatten()(images).shape
+    TensorShape([None, 64])
     """
 
     def __init__(self, data_format="channels_last", name=None, **kwargs):
@@ -259,8 +271,14 @@ class BatchNormalization(Layer):
     statistics. As TF1, a 4-D input (TF's fused kernel) updates the moving variance
     with the unbiased batch variance, other ranks with the biased one.
 
+    >>> x = df.constant([[1.0, 10.0], [3.0, 30.0]])
     >>> bn = BatchNormalization(momentum=0.9)
     >>> y = bn(x, training=True)
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     out, _ = sess.run([y, df.get_collection(df.GraphKeys.UPDATE_OPS)])
+    ...     sess.run(bn.moving_mean)
+    array([0.2, 2. ], dtype=float32)
     """
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
@@ -367,7 +385,12 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
           activity_regularizer=None, trainable=True, name=None, reuse=None):
     """A densely connected layer (``tf.layers.dense``).
 
-    >>> h = dense(x, 64, activation=relu)
+    >>> x = df.constant([[1.0, 2.0]])
+    >>> h = dense(x, 3, activation=df.nn.relu, kernel_initializer=df.ones_initializer())
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     sess.run(h)
+    array([[3., 3., 3.]], dtype=float32)
     """
     layer = Dense(units, activation=activation, use_bias=use_bias,
                   kernel_initializer=kernel_initializer, bias_initializer=bias_initializer,
@@ -381,7 +404,10 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
     """Dropout applied only when ``training`` (``tf.layers.dropout``; note: ``rate`` is the
     fraction dropped, and ``training`` defaults to False).
 
-    >>> h = dropout(h, rate=0.5, training=is_training)
+    >>> h = df.ones([2, 3])
+    >>> df.Session().run(dropout(h, rate=0.5))      # training defaults to False
+    array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     layer = Dropout(rate, noise_shape=noise_shape, seed=seed, name=name)
     return layer.apply(inputs, training=training)
@@ -390,7 +416,9 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
 def flatten(inputs, name=None, data_format="channels_last"):
     """Flatten every dimension but the first (``tf.layers.flatten``).
 
-    >>> flat = flatten(images)
+    >>> images = df.zeros([2, 4, 4, 3])
+    >>> flatten(images).shape
+    TensorShape([2, 48])
     """
     return Flatten(name=name, data_format=data_format).apply(inputs)
 
@@ -403,7 +431,13 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
     """Batch normalization (``tf.layers.batch_normalization``); with ``training`` the
     moving averages' updates go to ``GraphKeys.UPDATE_OPS``.
 
-    >>> h = batch_normalization(h, training=is_training)
+    >>> h = df.constant([[0.0], [2.0]])
+    >>> y = batch_normalization(h, training=False)   # moving mean 0, variance 1
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     sess.run(y)
+    array([[0.       ],
+           [1.9990008]], dtype=float32)
     """
     layer = BatchNormalization(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
                                scale=scale, beta_initializer=beta_initializer,

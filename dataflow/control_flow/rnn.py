@@ -9,7 +9,16 @@ output array's unwritten steps read as zeros. All of it differentiates through t
 loop's gradient.
 
 >>> cell = df.nn.rnn_cell.BasicLSTMCell(32)
+>>> x = df.ones([2, 5, 3])                     # [batch, time, depth]
+>>> lengths = df.constant([5, 2])
 >>> outputs, state = df.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=df.float32)
+>>> outputs.shape, state.h.shape
+(TensorShape([2, 5, 32]), TensorShape([2, 32]))
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     out = sess.run(outputs)
+>>> bool((out[1, 2:] == 0).all())                # past its length a sequence outputs zeros
+True
 """
 from __future__ import annotations
 
@@ -173,7 +182,10 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     variables are named under ``scope`` (default ``rnn``).
 
     >>> cell = df.nn.rnn_cell.GRUCell(16)
-    >>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)   # x: [B, T, D]
+    >>> x = df.placeholder(df.float32, [None, 4, 3])    # [batch, time, depth]
+    >>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+    >>> outputs.shape, state.shape
+    (TensorShape([None, 4, 16]), TensorShape([None, 16]))
     """
     if not callable(cell):
         raise TypeError("cell must be an RNN cell (a callable (inputs, state) -> (output, "
@@ -250,7 +262,11 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
     ``sequence_length[b]`` steps of each entry are reversed. Variables are named under
     ``bidirectional_rnn/fw`` and ``bidirectional_rnn/bw``.
 
+    >>> fw, bw = df.nn.rnn_cell.GRUCell(4), df.nn.rnn_cell.GRUCell(6)
+    >>> x = df.placeholder(df.float32, [None, 7, 3])
     >>> (out_fw, out_bw), _ = df.nn.bidirectional_dynamic_rnn(fw, bw, x, dtype=df.float32)
+    >>> out_fw.shape, out_bw.shape
+    (TensorShape([None, 7, 4]), TensorShape([None, 7, 6]))
     """
     scope_name = scope if isinstance(scope, str) else "bidirectional_rnn"
     g = get_default_graph()

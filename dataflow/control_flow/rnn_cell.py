@@ -16,7 +16,10 @@ ones), unless an initializer is given: a callable ``init(shape, dtype)`` returni
 the initial value.
 
 >>> cell = BasicLSTMCell(64)
->>> outputs, state = dynamic_rnn(cell, x, dtype=float32)   # state.c, state.h: [batch, 64]
+>>> x = df.placeholder(df.float32, [8, 10, 5])      # [batch, time, depth]
+>>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+>>> outputs.shape, state.c.shape, state.h.shape
+(TensorShape([8, 10, 64]), TensorShape([8, 64]), TensorShape([8, 64]))
 """
 from __future__ import annotations
 
