@@ -184,7 +184,7 @@ def bias_add(value, bias, data_format=None, name=None):
     array([[1., 2., 3.],
            [1., 2., 3.]], dtype=float32)
     """
-    with name_scope(name or "BiasAdd"):
+    with name_scope(name or "BiasAdd") as scope:
         value = convert_to_tensor(value, name="input")
         bias = convert_to_tensor(bias, dtype=value.dtype, name="bias")
         if bias.shape.ndims not in (None, 1):
@@ -205,7 +205,8 @@ def bias_add(value, bias, data_format=None, name=None):
             if rank is None:
                 raise ValueError("bias_add with NC... data_format needs the rank of value")
             bias = array_ops.reshape(bias, [-1] + [1] * (rank - 2))
-        return math_ops.add(value, bias)
+        # The sum takes the scope's own name, as TF's BiasAdd op does ("dense/BiasAdd").
+        return math_ops.add(value, bias, name=scope)
 
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True,

@@ -294,7 +294,6 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     with name_scope_cm as name_scope:
         if isinstance(name_or_scope, VariableScope):
             new = name_or_scope._copy(reuse=name_or_scope.reuse if not reuse else reuse)
-            saved_counts = dict(store.scope_counts)
         else:
             leaf = name_or_scope if name_or_scope is not None \
                 else _unique_scope_name(default_name)
@@ -309,6 +308,11 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
         if constraint is not None:
             new._constraint = constraint
         store.open_scope(new.name)
+        if isinstance(name_or_scope, VariableScope):
+            # Saved after opening, as TF: reentering a scope object counts as a use of its
+            # name that outlives the block (a layer cell reused under another scope keeps
+            # a later default-named cell from taking its name).
+            saved_counts = dict(store.scope_counts)
         _set_variable_scope(new)
         try:
             yield new
