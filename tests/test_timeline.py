@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import collections
 import json
+import pathlib
+import re
+import runpy
+import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -22,6 +27,7 @@ from dataflow.spec import interpreter as spec
 from tests.graph_gen import programs, quiet_numpy
 from tests.test_differential import SETTINGS, assert_same_tokens
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 FULL = df.RunOptions(trace_level=df.RunOptions.FULL_TRACE)
 # Nothing folded or fused: every op of the pruned graph is a node of the plan.
 PLAIN = dict(fold_constants=False, fuse_elementwise=False)
@@ -280,3 +286,33 @@ def test_profile_command_writes_the_trace_of_the_last_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     names = {e["name"] for e in check_trace(json.loads(out.read_text())) if e["ph"] == "X"}
     assert "mul" in names and "while/mul [iter 0]" in names
+
+
+def test_the_readme_example_writes_a_trace(tmp_path, monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
+               if "generate_chrome_trace_format" in b]
+    monkeypatch.chdir(tmp_path)
+    with df.Graph().as_default():
+        exec(compile(block, "README-timeline", "exec"), {})
+    events = check_trace(json.loads((tmp_path / "timeline.json").read_text()))
+    names = {e["name"] for e in events if e["ph"] == "X"}
+    assert {f"while/mul [iter {i}]" for i in range(7)} <= names
+    assert "while/mul [iter 7] (dead)" in names
+
+
+def test_render_trace_draws_one_box_per_slice_row(tmp_path):
+    render = runpy.run_path(str(ROOT / "docs" / "render_trace.py"))["render"]
+    g, y, feeds = loop_with_cond()
+    place(g)
+    _, stats = traced_run(y, feeds, mode="threads", graph=g)
+    out = tmp_path / "t.png"
+    render(df.timeline.Timeline(stats).trace_events(), str(out), width=900, font=None)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == 900 and height > 100
+    pixels = zlib.decompress(data[data.index(b"IDAT") + 4:])
+    assert len(pixels) == height * (1 + 3 * width)
+    send_orange = bytes((255, 143, 0))
+    assert send_orange in pixels   # the Sends' boxes were drawn
