@@ -56,7 +56,7 @@ __all__ = ["DeviceStepStats", "NodeExecStats", "NodeOutput", "StepStats", "Tenso
            "full_device_name", "observe_steps", "step_observers"]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class TensorDescription:
     """An output's dtype name, shape and size in bytes (TF's ``TensorDescription``, with
     ``allocation_description.requested_bytes`` as ``requested_bytes``)."""
@@ -66,7 +66,7 @@ class TensorDescription:
     requested_bytes: int
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeOutput:
     """Output ``slot`` of a node and its :class:`TensorDescription`."""
 
@@ -74,7 +74,7 @@ class NodeOutput:
     tensor_description: TensorDescription
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeExecStats:
     """One execution of one node (one iteration of it, inside a loop); see the module
     docstring for the fields."""
@@ -100,7 +100,7 @@ class NodeExecStats:
     rendezvous_key: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceStepStats:
     """The node executions of one device (TF's ``DeviceStepStats``)."""
 
@@ -109,7 +109,7 @@ class DeviceStepStats:
     thread_names: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepStats:
     """Per-device statistics of one step (TF's ``StepStats``): empty unless the run was
     traced (``RunOptions(trace_level=RunOptions.FULL_TRACE)``)."""
@@ -143,8 +143,25 @@ def full_device_name(name: str, default: str = "/device:CPU:0") -> str:
             f"/device:{spec.device_type or 'CPU'}:{spec.device_index or 0}")
 
 
+# Descriptions already made, by (dtype, shape) for arrays and by type for scalars: a
+# traced loop describes the same few kinds of values over and over (and reading
+# dtype.name is slow). Descriptions are frozen, so records can share them.
+_DESCRIPTIONS: dict = {}
+
+
 def describe(value) -> TensorDescription:
     """dtype, shape and bytes of one output value (a non-array: its type name, 0 bytes)."""
+    t = type(value)
+    key = (value.dtype, value.shape) if t is np.ndarray else t
+    d = _DESCRIPTIONS.get(key)
+    if d is None:
+        if len(_DESCRIPTIONS) > 4096:
+            _DESCRIPTIONS.clear()
+        d = _DESCRIPTIONS[key] = _describe(value)
+    return d
+
+
+def _describe(value) -> TensorDescription:
     if type(value) is np.ndarray or isinstance(value, np.generic):
         return TensorDescription(value.dtype.name, tuple(value.shape), int(value.nbytes))
     if isinstance(value, (bool, int, float, complex)):

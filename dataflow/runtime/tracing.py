@@ -87,6 +87,7 @@ class StepStatsCollector:
         self.device = device
         self.records: list = []
         self.thread_names: dict = {}
+        self._labels: dict = {}   # (gid, dead) -> timeline label
 
     def device_stats(self) -> list:
         """The records as one :class:`~.step_stats.DeviceStepStats` per device (picklable:
@@ -120,8 +121,11 @@ class StepStatsCollector:
             key = f"{src};{dst};{tensor};{_path_text(rec.path)}"
         outputs = [NodeOutput(slot, d) for slot, d in rec.outputs]
         scheduled = rec.scheduled if rec.scheduled is not None else start
+        label = self._labels.get((rec.gid, rec.dead))
+        if label is None:
+            label = self._labels[(rec.gid, rec.dead)] = _label(op, role, rec.dead)
         return NodeExecStats(
-            node_name=op.name, op_type=op.type, timeline_label=_label(op, role, rec.dead),
+            node_name=op.name, op_type=op.type, timeline_label=label,
             scheduled_micros=scheduled // 1000, all_start_micros=start // 1000,
             op_start_rel_micros=(op_start - start) // 1000,
             op_end_rel_micros=(op_end - start) // 1000,
