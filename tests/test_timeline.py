@@ -316,3 +316,30 @@ def test_render_trace_draws_one_box_per_slice_row(tmp_path):
     assert len(pixels) == height * (1 + 3 * width)
     send_orange = bytes((255, 143, 0))
     assert send_orange in pixels   # the Sends' boxes were drawn
+
+
+def test_kernels_on_worker_threads_are_recorded_on_their_threads():
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [1024, 1024], name="x")
+        y = df.placeholder(df.float32, [1024, 1024], name="y")
+        # Two large independent single-threaded kernels (NumPy's): the executor runs
+        # them on its worker threads.
+        z = df.add(df.tanh(x, name="mx"), df.tanh(y, name="my"), name="z")
+    value, stats = traced_run(z, {x: a, y: b}, graph=g, use_compiled_kernels=False, **PLAIN)
+    np.testing.assert_allclose(value, np.tanh(a) + np.tanh(b), rtol=1e-6)
+    [dev] = stats.dev_stats
+    by_name = {n.node_name: n for n in dev.node_stats}
+    scheduler = by_name["z"].thread_id
+    for name in ("mx", "my"):
+        n = by_name[name]
+        assert n.thread_id != scheduler and dev.thread_names[n.thread_id].startswith("dataflow")
+        assert n.scheduled_micros <= n.all_start_micros
+        assert n.op_start_rel_nanos == 0 and n.op_end_rel_nanos == n.all_end_rel_nanos > 0
+        assert n.output[0].tensor_description == TensorDescription("float32", (1024, 1024),
+                                                                   4 << 20)
+    events = check_trace(json.loads(df.timeline.Timeline(stats).generate_chrome_trace_format()))
+    rows = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert len(rows) >= 2 and any(r.startswith("dataflow") for r in rows)
