@@ -83,6 +83,7 @@ from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F4
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)
+from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 
 mod = floormod
 newaxis = None

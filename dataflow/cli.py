@@ -19,11 +19,22 @@
 else consumes) in the graph the script builds; placeholders are fed with their
 declared shapes, or the ones ``--feed-shape`` gives (``x=32,64``).
 
+``dataflow profile TARGET [-o trace.json] [--all] [-- ARGS ...]`` profiles a script:
+
+* it runs ``TARGET`` (a script or an example, as for ``viz``) as ``__main__`` with
+  ``ARGS`` (what follows ``--``) as its command line, and every ``Session.run`` during it is traced
+  (:func:`dataflow.runtime.step_stats.observe_steps`, as if each run had
+  ``RunOptions(trace_level=FULL_TRACE)``);
+* it writes the Chrome trace (:mod:`dataflow.timeline`) of the last run, or with
+  ``--all`` of every run on one time axis, to ``-o`` (default ``timeline.json``):
+  open it in ui.perfetto.dev or chrome://tracing.
+
 Example::
 
     dataflow viz examples/control_flow_demo.py -o demo.svg
     python -m dataflow viz digits_rnn --partition -o rnn.dot
     dataflow memory my_model.py --fetch train_op --feed-shape x=128,784 --svg plan.svg
+    dataflow profile examples/control_flow_demo.py -o trace.json
 """
 from __future__ import annotations
 
@@ -154,6 +165,36 @@ def _memory(args) -> int:
     return 0
 
 
+def _profile(args) -> int:
+    from .runtime.step_stats import StepStats, observe_steps
+    from .timeline import Timeline
+    path = _resolve_target(args.target)
+    steps = []
+    argv = sys.argv
+    sys.argv = [path] + list(args.args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        with observe_steps(steps.append), contextlib.redirect_stdout(sys.stderr):
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.path.pop(0)
+        sys.argv = argv
+    if not steps:
+        print(f"dataflow profile: {path} ran no Session.run: nothing to trace",
+              file=sys.stderr)
+        return 1
+    stats = StepStats()
+    for step in steps if args.all else steps[-1:]:
+        stats.merge(step.dev_stats)
+    with open(args.output, "w") as f:
+        f.write(Timeline(stats).generate_chrome_trace_format())
+    nodes = sum(len(d.node_stats) for d in stats.dev_stats)
+    print(f"wrote {args.output}: {nodes} node executions on {len(stats.dev_stats)} "
+          f"device(s), {len(steps) if args.all else 1} of {len(steps)} run(s)",
+          file=sys.stderr)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataflow", description="dataflow tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,12 +219,27 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--svg", help="also draw the arena to this SVG file")
     m.add_argument("--top", type=int, default=10, help="how many largest buffers to list")
     m.set_defaults(func=_memory)
+    p = sub.add_parser("profile", help="run a script with every Session.run traced and "
+                                       "write a Chrome trace (Perfetto, chrome://tracing)")
+    p.add_argument("target", help="a Python script, or the name of a program in examples/")
+    p.add_argument("-o", "--output", default="timeline.json",
+                   help="the trace file to write (default: timeline.json)")
+    p.add_argument("--all", action="store_true",
+                   help="trace every run on one time axis (default: the last run only)")
+    p.set_defaults(func=_profile)
     return parser
 
 
 def main(argv=None) -> int:
     """Entry point of the ``dataflow`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # ``dataflow profile SCRIPT -o t.json -- ARGS``: what follows ``--`` is the script's.
+    script_args = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
+    args.args = script_args
     return args.func(args)
 
 
