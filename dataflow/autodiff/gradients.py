@@ -145,11 +145,16 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None):
 
 
 def _initial_grad(y: Tensor, gy):
+    """The starting gradient of ``y``: ``grad_ys`` or ones, of ``y``'s dtype.
+
+    As TF, an integer ``y`` gets integer ones: no gradient flows from it into float
+    sources (integers are not backpropagatable), but ``gradients(i, i)`` is its grad_ys.
+    """
     from ..ops.array_ops import ones_like
     if gy is None:
-        if not y.dtype.is_floating:
-            raise TypeError(f"Gradients of non-float tensor {y.name} ({y.dtype.name}) "
-                            "need an explicit grad_ys")
+        if not (y.dtype.is_floating or y.dtype.is_integer):
+            raise TypeError(f"Gradients of {y.dtype.name} tensor {y.name} need an explicit "
+                            "grad_ys")
         return ones_like(y)
     gy = convert_to_tensor(gy, dtype=y.dtype)
     if not y.shape.is_compatible_with(gy.shape):
