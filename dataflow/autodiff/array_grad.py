@@ -6,8 +6,9 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..ops import array_ops, grad_ops, math_ops
 from ..ops.array_ops import reshape, shape
+from ..framework.indexed_slices import IndexedSlices
 from .math_grad import _unbroadcast
-from .registry import NotDifferentiable, RegisterGradient
+from .registry import AcceptsIndexedSlices, NotDifferentiable, RegisterGradient
 
 # -- value-preserving ops --------------------------------------------------------------------
 
@@ -122,8 +123,18 @@ def _pack_grad(op, grad):
 
 @RegisterGradient("GatherV2")
 def _gather_grad(op, grad):
+    """Along axis 0, TF1's sparse gradient: the gathered rows' gradients at ``indices``
+    of a tensor shaped as ``params`` (an IndexedSlices); along other axes, dense."""
     params, indices = op.inputs
-    return [grad_ops.gather_grad(grad, indices, shape(params), op.get_attr("axis")), None]
+    axis = op.get_attr("axis")
+    if axis != 0:
+        return [grad_ops.gather_grad(grad, indices, shape(params), axis), None]
+    params_shape = shape(params)
+    count = array_ops.expand_dims(array_ops.size(indices), 0)
+    values = reshape(grad, array_ops.concat([count, params_shape[1:]], 0))
+    if params.shape.ndims is not None and indices.shape.is_fully_defined():
+        values.set_shape([int(np.prod(indices.shape.as_list()))] + params.shape.as_list()[1:])
+    return [IndexedSlices(values, reshape(indices, count), params_shape), None]
 
 
 @RegisterGradient("GatherGrad")
@@ -177,10 +188,23 @@ def _broadcast_to_grad(op, grad):
     return [grad_ops.sum_to_shape(grad, shape(op.inputs[0])), None]
 
 
+# Gradient functions that pass a sparse gradient on as it is (TF's do too): a gather's
+# IndexedSlices reaches a variable through its read.
+for _t in ("Identity", "Snapshot", "ReadVariableOp", "PlaceholderWithDefault"):
+    AcceptsIndexedSlices(_t)
+
+
+@RegisterGradient("UnsortedSegmentSum")
+def _unsorted_segment_sum_grad(op, grad):
+    # Each data row went into its segment's sum: it gets that segment's gradient.
+    return [array_ops.gather(grad, op.inputs[1]), None, None]
+
+
 # -- no gradient -------------------------------------------------------------------------------
 
 # Sources, shape queries, integer outputs and ops whose value does not depend
 # smoothly on their inputs.
 for _t in ("Const", "Placeholder", "Shape", "Size", "Rank", "OneHot", "Where",
-           "ZerosLike", "OnesLike", "ReducedShape", "Assert", "PrintV2"):
+           "ZerosLike", "OnesLike", "ReducedShape", "Assert", "PrintV2", "Unique",
+           "ResourceScatterAdd", "ResourceSparseApplyMomentum"):
     NotDifferentiable(_t)

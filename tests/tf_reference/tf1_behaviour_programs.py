@@ -138,5 +138,133 @@ def prog_grad_inside_while_body_of_body_value(tf):
     return total, [{x: 0.3}, {x: 2.0}]
 
 
+# -- 4. IndexedSlices: the gradient of gather, its aggregation and sparse updates -------------
+def _params(tf):
+    return c64(tf, np.arange(12.0).reshape(4, 3) / 10.0 - 0.4)
+
+
+def prog_gather_grad_is_indexed_slices(tf):
+    """Fetching a gather's gradient gives an IndexedSlicesValue; densified, the rows of
+    repeated indices add up."""
+    params = _params(tf)
+    w = c64(tf, [1.0, -2.0, 0.5])
+    loss = tf.reduce_sum(tf.gather(params, [3, 0, 3]) * w)
+    grad, = tf.gradients(loss, params)
+    return {"slices": grad, "dense": tf.convert_to_tensor(grad)}, {}
+
+
+def prog_gather_grad_of_variable_and_matrix_indices(tf):
+    """A variable gathered with 2-D indices: the slices' rows are flattened."""
+    v = variable(tf, np.arange(10.0).reshape(5, 2), dtype=tf.float64, name="table")
+    idx = tf.placeholder(tf.int32, [2, 2])
+    loss = tf.reduce_sum(tf.square(tf.gather(v, idx)))
+    grad, = tf.gradients(loss, v)
+    return [grad, tf.convert_to_tensor(grad)], [{idx: [[4, 1], [1, 0]]}]
+
+
+def prog_two_gathers_aggregate_sparse(tf):
+    """Two gathers of one tensor: one IndexedSlices, rows and indices concatenated."""
+    params = _params(tf)
+    loss = tf.reduce_sum(tf.gather(params, [1, 2]) * 2.0) + \
+        tf.reduce_sum(tf.square(tf.gather(params, [2])))
+    grad, = tf.gradients(loss, params)
+    return [grad, tf.convert_to_tensor(grad)], {}
+
+
+def prog_gather_plus_dense_use_densifies(tf):
+    """A gather and a dense use of the same tensor: the sum is a dense tensor."""
+    params = _params(tf)
+    loss = tf.reduce_sum(tf.gather(params, [0, 0])) + tf.reduce_sum(params * params)
+    return tf.gradients(loss, params), {}
+
+
+def prog_gather_axis1_grad_is_dense(tf):
+    """A gather along axis 1 has a dense gradient."""
+    params = _params(tf)
+    loss = tf.reduce_sum(tf.gather(params, [2, 2, 0], axis=1) * 3.0)
+    return tf.gradients(loss, params), {}
+
+
+def _sparse_training(tf, make_optimizer):
+    """Three steps on a gathered float32 table (float32: TF casts its float32 Python
+    hyperparameters to a float64 variable's dtype, dataflow converts them directly)."""
+    table = variable(tf, np.arange(12.0).reshape(6, 2) / 4.0 - 1.0, dtype=tf.float32,
+                     name="table")
+    idx = tf.placeholder(tf.int32, [None])
+    target = tf.constant([0.5, -0.5])
+    rows = tf.gather(table, idx)
+    loss = tf.reduce_sum(tf.square(rows - target) * tf.cast(tf.range(1, tf.size(idx) + 1),
+                                                          tf.float32)[:, None])
+    opt = make_optimizer()
+    train = opt.minimize(loss)
+    feeds = [{idx: [1, 4, 1]}, {idx: [0]}, {idx: [4, 4, 5, 1]}]
+    with tf.control_dependencies([train]):
+        after = tf.identity(table.read_value())
+    return after, feeds
+
+
+def prog_sparse_sgd(tf):
+    """GradientDescent on a gathered table: only the gathered rows move."""
+    return _sparse_training(tf, lambda: tf.train.GradientDescentOptimizer(0.1))
+
+
+def prog_sparse_momentum(tf):
+    """Momentum on a gathered table: rows not gathered keep their accumulator and value."""
+    return _sparse_training(tf, lambda: tf.train.MomentumOptimizer(0.1, 0.9))
+
+
+def prog_sparse_momentum_nesterov(tf):
+    """Nesterov momentum, sparse."""
+    return _sparse_training(tf, lambda: tf.train.MomentumOptimizer(0.05, 0.8,
+                                                                   use_nesterov=True))
+
+
+def prog_sparse_adam(tf):
+    """Adam on a gathered table: every row's moments decay, so every row moves."""
+    return _sparse_training(tf, lambda: tf.train.AdamOptimizer(0.1))
+
+
+# -- 5. gradient structure and fetch structures -----------------------------------------------
+def prog_grad_aggregates_paths(tf):
+    """Several paths to one source (through a cond and directly) add up; a source
+    reached by no path gets None; grad_ys per y."""
+    p = tf.placeholder(tf.bool, [])
+    x = tf.placeholder(tf.float64, [2])
+    unrelated = tf.placeholder(tf.float64, [])
+    a = x * x
+    b = tf.cond(p, lambda: tf.sin(x), lambda: x * 3.0)
+    grads = tf.gradients([a, b, tf.reduce_sum(a)], [x, unrelated],
+                         grad_ys=[c64(tf, [1.0, 2.0]), c64(tf, [0.5, -1.0]), None])
+    return fetchable(tf, grads), [{p: True, x: [0.5, 1.5]}, {p: False, x: [0.5, 1.5]}]
+
+
+def prog_grad_ys_float32(tf):
+    """grad_ys of float32 for float32 ys; the gradient keeps float32."""
+    x = tf.placeholder(tf.float32, [3])
+    y = tf.reduce_sum(x * x)
+    return tf.gradients(y, x, grad_ys=tf.constant(2.5)), {x: [1.0, 2.0, -3.0]}
+
+
+def prog_unconnected_gradients_zero(tf):
+    """unconnected_gradients='zero' gives zeros (shaped as the source) instead of None."""
+    x = tf.placeholder(tf.float64, [2])
+    z = tf.placeholder(tf.float64, [3])
+    y = tf.reduce_sum(x * 2.0)
+    return tf.gradients(y, [x, z], unconnected_gradients="zero"), {x: [1.0, 2.0],
+                                                                   z: [0.0, 1.0, 2.0]}
+
+
+def prog_fetch_structures(tf):
+    """Session.run keeps lists, tuples, named tuples and dicts (nested), an op gives
+    None, and an IndexedSlices comes back as an IndexedSlicesValue."""
+    x = tf.constant([1.0, 2.0])
+    params = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    grad, = tf.gradients(tf.reduce_sum(tf.gather(params, [1])), params)
+    noop = tf.no_op()
+    fetches = {"list": [x, (x * 2.0, noop)], "pair": Pair(first=x, second={"g": grad}),
+               "op": noop, "nested": ((x,), [[x + 1.0]])}
+    return fetches, {}
+
+
 PROGRAMS = {name[len("prog_"):]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
