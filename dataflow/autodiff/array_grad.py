@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..ops import array_ops, grad_ops, math_ops
 from ..ops.array_ops import reshape, shape
+from ..framework.convert import convert_to_tensor
 from ..framework.indexed_slices import IndexedSlices
 from .math_grad import _unbroadcast
 from .registry import AcceptsIndexedSlices, NotDifferentiable, RegisterGradient
@@ -105,10 +106,31 @@ def _axis_key(axis, item):
 @RegisterGradient("ConcatV2")
 def _concat_grad(op, grad):
     axis = op.get_attr("axis")
+    if isinstance(grad, IndexedSlices):
+        return _concat_sparse_grad(op, grad)
     grads, start = [], 0
     for x in op.inputs:
         stop = start + _dim(x, axis)
         grads.append(grad[_axis_key(axis, slice(start, stop))])
+        start = stop
+    return grads
+
+
+def _concat_sparse_grad(op, grad):
+    """A sparse gradient of a concatenation: each input gets the rows whose indices fall
+    in its range, shifted to its own indices (TF's _ConcatGradHelper), so the shards of
+    a sharded embedding_lookup get IndexedSlices; along another axis, dense."""
+    if op.get_attr("axis") != 0:
+        return _concat_grad(op, convert_to_tensor(grad))
+    grads, start = [], 0
+    for x in op.inputs:
+        stop = start + _dim(x, 0)
+        in_range = math_ops.logical_and(math_ops.greater_equal(grad.indices, start),
+                                        math_ops.less(grad.indices, stop))
+        picked = reshape(array_ops.where(in_range), [-1])
+        indices = array_ops.gather(grad.indices, picked) - math_ops.cast(start,
+                                                                          grad.indices.dtype)
+        grads.append(IndexedSlices(array_ops.gather(grad.values, picked), indices, shape(x)))
         start = stop
     return grads
 
@@ -190,7 +212,7 @@ def _broadcast_to_grad(op, grad):
 
 # Gradient functions that pass a sparse gradient on as it is (TF's do too): a gather's
 # IndexedSlices reaches a variable through its read.
-for _t in ("Identity", "Snapshot", "ReadVariableOp", "PlaceholderWithDefault"):
+for _t in ("Identity", "Snapshot", "ReadVariableOp", "PlaceholderWithDefault", "ConcatV2"):
     AcceptsIndexedSlices(_t)
 
 

@@ -224,6 +224,21 @@ def prog_sparse_adam(tf):
     return _sparse_training(tf, lambda: tf.train.AdamOptimizer(0.1))
 
 
+def prog_embedding_lookup_sharded_sparse_momentum(tf):
+    """A sharded embedding_lookup: each shard's gradient is sparse, so Momentum moves
+    only the rows looked up (the second step's accumulators of others stay put)."""
+    shards = [variable(tf, np.arange(6.0).reshape(3, 2) / 5.0 - float(k), dtype=tf.float32,
+                       name=f"shard{k}") for k in range(2)]
+    ids = tf.placeholder(tf.int32, [None])
+    emb = tf.nn.embedding_lookup(shards, ids)
+    loss = tf.reduce_sum(tf.square(emb - 0.25))
+    grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, shards)]
+    train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss, var_list=shards)
+    with tf.control_dependencies([train]):
+        after = [tf.identity(s.read_value()) for s in shards]
+    return [grads, after], [{ids: [0, 3, 5, 0]}, {ids: [1]}, {ids: [4, 2]}]
+
+
 # -- 5. gradient structure and fetch structures -----------------------------------------------
 def prog_grad_aggregates_paths(tf):
     """Several paths to one source (through a cond and directly) add up; a source
