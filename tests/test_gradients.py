@@ -258,7 +258,8 @@ def test_grad_ys(graph):
 
 def test_grad_ys_for_several_ys(graph):
     x = df.placeholder(df.float64, [])
-    g, = df.gradients([x * 2.0, x * x], [x], grad_ys=[3.0, 0.5])
+    # float64 values: a Python float is a float32 grad_ys, a TypeError for float64 ys (TF).
+    g, = df.gradients([x * 2.0, x * x], [x], grad_ys=[np.float64(3.0), np.float64(0.5)])
     assert run(g, {x: 4.0}) == pytest.approx(3.0 * 2 + 0.5 * 2 * 4.0)
 
 

@@ -196,7 +196,12 @@ def _initial_grad(y: Tensor, gy):
             raise TypeError(f"Gradients of {y.dtype.name} tensor {y.name} need an explicit "
                             "grad_ys")
         return ones_like(y)
-    gy = convert_to_tensor(gy, dtype=y.dtype)
+    # As TF: grad_ys converts on its own (a Python float is float32) and must then have
+    # y's dtype (TF's graph fails to build otherwise).
+    gy = convert_to_tensor(gy)
+    if gy.dtype is not y.dtype:
+        raise TypeError(f"grad_ys for {y.name} has dtype {gy.dtype.name}, expected "
+                        f"{y.dtype.name} (the dtype of {y.name})")
     if not y.shape.is_compatible_with(gy.shape):
         raise ValueError(f"grad_ys shape {gy.shape} is incompatible with {y.name}'s "
                          f"shape {y.shape}")

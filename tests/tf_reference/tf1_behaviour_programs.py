@@ -280,6 +280,35 @@ def prog_fetch_structures(tf):
                "op": noop, "nested": ((x,), [[x + 1.0]])}
     return fetches, {}
 
+def prog_grad_ys_python_float_for_float64(tf):
+    """A Python float grad_ys for a float64 y."""
+    x = tf.placeholder(tf.float64, [2])
+    return tf.gradients(tf.reduce_sum(x * x), x, grad_ys=3.0), {x: [1.0, -2.0]}
+
+
+def prog_grad_ys_integer_tensor_for_float(tf):
+    """An int32 grad_ys tensor for a float32 y."""
+    x = tf.placeholder(tf.float32, [])
+    return tf.gradients(x * x, x, grad_ys=tf.constant(2)), {x: 3.0}
+
+
+def prog_grad_of_source_itself_and_list_ys(tf):
+    """gradients(x, x) is grad_ys (ones); a y listed twice counts twice."""
+    x = tf.placeholder(tf.float64, [2])
+    y = x * 3.0
+    return [tf.gradients(x, x), tf.gradients([y, y], x),
+            tf.gradients(y, [x, y])], {x: [1.0, 2.0]}
+
+
+def prog_grad_while_integer_and_float_exits(tf):
+    """A loop with int and float loop variables: the int exit in ys adds nothing."""
+    x0 = tf.placeholder(tf.float64, [])
+    i, x, n = tf.while_loop(lambda i, x, n: i < 4,
+                            lambda i, x, n: (i + 1, x * x * 0.5 + 0.1, n + 2),
+                            [0, x0, tf.constant(1)])
+    return fetchable(tf, tf.gradients([i, x, n], [x0])), {x0: 0.8}
+
+
 
 PROGRAMS = {name[len("prog_"):]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
