@@ -309,6 +309,23 @@ def prog_grad_while_integer_and_float_exits(tf):
     return fetchable(tf, tf.gradients([i, x, n], [x0])), {x0: 0.8}
 
 
+def prog_gather_grad_through_cond_and_while(tf):
+    """A gather in a cond branch (the other branch dense: the cond's gradient is dense)
+    and in a while loop body (TF accumulates IndexedSlices; compared densified)."""
+    p = tf.placeholder(tf.bool, [])
+    params = _params(tf)
+    r = tf.cond(p, lambda: tf.reduce_sum(tf.gather(params, [2, 2])),
+                lambda: tf.reduce_sum(params[0] * 2.0))
+    g_cond, = tf.gradients(r, params)
+
+    def body(i, acc):
+        return i + 1, acc + tf.reduce_sum(tf.square(tf.gather(params, [i, 3 - i])))
+
+    _, acc = tf.while_loop(lambda i, a: i < 3, body, [0, tf.constant(0.0, tf.float64)])
+    g_loop, = tf.gradients(acc, params)
+    return [g_cond, tf.convert_to_tensor(g_loop)], [{p: True}, {p: False}]
+
+
 
 PROGRAMS = {name[len("prog_"):]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
