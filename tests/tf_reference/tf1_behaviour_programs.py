@@ -326,6 +326,22 @@ def prog_gather_grad_through_cond_and_while(tf):
     return [g_cond, tf.convert_to_tensor(g_loop)], [{p: True}, {p: False}]
 
 
+def prog_clip_by_global_norm_sparse(tf):
+    """clip_by_global_norm keeps an IndexedSlices (its rows scaled) and counts its rows,
+    repeated indices unsummed, in the global norm; Adam then applies it sparsely."""
+    table = variable(tf, np.arange(8.0).reshape(4, 2) / 3.0, dtype=tf.float32, name="t")
+    dense_w = variable(tf, [0.5, -1.0], dtype=tf.float32, name="w")
+    loss = tf.reduce_sum(tf.square(tf.gather(table, [1, 1, 2]))) + \
+        tf.reduce_sum(tf.square(dense_w))
+    grads = tf.gradients(loss, [table, dense_w])
+    clipped, norm = tf.clip_by_global_norm(grads, 2.0)
+    opt = tf.train.AdamOptimizer(0.05)
+    train = opt.apply_gradients(zip(clipped, [table, dense_w]))
+    with tf.control_dependencies([train]):
+        after = tf.identity(table.read_value())
+    return [clipped[0], norm, tf.global_norm(grads), after], [{}, {}]
+
+
 
 PROGRAMS = {name[len("prog_"):]: fn for name, fn in sorted(globals().items())
             if name.startswith("prog_")}
