@@ -341,12 +341,20 @@ class ControlFlowState:
             state.grad_context.Enter()
         return state
 
-    def add_loop(self, forward: WhileContext):
-        """Create (once) the state of ``forward`` and of every loop enclosing it."""
+    def add_loop(self, forward: WhileContext, differentiated=None):
+        """Create (once) the state of ``forward`` and of the enclosing loops that are
+        differentiated too (all of them when ``differentiated`` is None).
+
+        An enclosing loop that is not (``gradients`` called inside its body) gets no
+        state, as in TF: the gradient loop is built in that loop's body, where
+        ``gradients`` was called, and nests in its frame.
+        """
         state = self._map.get(forward)
         if state is None:
             outer = forward.outer_context.GetWhileContext() if forward.outer_context else None
-            outer_state = self.add_loop(outer) if outer is not None else None
+            if differentiated is not None and outer not in differentiated:
+                outer = None
+            outer_state = self.add_loop(outer, differentiated) if outer is not None else None
             state = self._map[forward] = GradLoopState(forward, outer_state)
         return state
 
@@ -437,6 +445,7 @@ def is_loop_switch(op) -> bool:
 def maybe_create_control_flow_state(between_ops):
     """A ControlFlowState if any op between sources and targets leaves a while loop."""
     state = None
+    differentiated = {op._control_flow_context for op in between_ops if is_loop_exit(op)}
     for op in between_ops:
         if is_loop_exit(op):
             if state is None:
@@ -445,5 +454,5 @@ def maybe_create_control_flow_state(between_ops):
             if forward.grad_state is not None:
                 raise TypeError(f"Second-order gradient for while loops not supported "
                                 f"('{op.name}' is in a gradient loop)")
-            state.add_loop(forward)
+            state.add_loop(forward, differentiated)
     return state

@@ -20,6 +20,7 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph, name_scope
+from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import register_op
 from . import array_ops, math_ops
 
@@ -307,7 +308,9 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
 def _tensor_list(t_list, fn):
     if isinstance(t_list, (str, bytes, Tensor)) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"{fn}: t_list should be a sequence of tensors")
-    return [None if t is None else convert_to_tensor(t) for t in t_list]
+    # As TF, an IndexedSlices counts by its rows (repeated indices are not summed first).
+    return [None if t is None else t.values if isinstance(t, IndexedSlices)
+            else convert_to_tensor(t) for t in t_list]
 
 
 def global_norm(t_list, name=None):
@@ -325,8 +328,8 @@ def global_norm(t_list, name=None):
 
 def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     """Scale every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns the
-    clipped list (None entries stay None) and the global norm. An infinite norm gives NaN
-    values, as TF1.
+    clipped list (None entries stay None, an IndexedSlices stays one with scaled rows)
+    and the global norm. An infinite norm gives NaN values, as TF1.
 
     >>> grads = [df.constant([3.0, 0.0]), None, df.constant([4.0])]
     >>> clipped, norm = clip_by_global_norm(grads, 1.0)
@@ -348,4 +351,6 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
         clipped = [None if v is None else
                    array_ops.identity(v * math_ops.cast(scale, v.dtype), name=f"{base}_{i}")
                    for i, v in enumerate(values)]
+    clipped = [IndexedSlices(c, t.indices, t.dense_shape) if isinstance(t, IndexedSlices)
+               else c for c, t in zip(clipped, t_list)]
     return clipped, use_norm
