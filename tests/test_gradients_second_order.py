@@ -203,3 +203,27 @@ def test_gradient_penalty_training_step_through_an_rnn():
             for _ in range(5):
                 sess.run(step)
             assert sess.run(penalised) < before
+
+
+def test_nested_loops_are_refused_while_building():
+    with df.Graph().as_default():
+        x = df.placeholder(df.float64, [])
+
+        def outer(i, v):
+            _, v = df.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, df.sin(u)), (0, v))
+            return i + 1, v
+        _, y = df.while_loop(lambda i, v: i < 2, outer, (0, x))
+        (g,) = df.gradients(y, x)
+        with pytest.raises(NotImplementedError, match="nested while loops.*inside another"):
+            df.gradients(g, x)
+
+
+def test_cond_in_a_loop_is_refused_while_building():
+    with df.Graph().as_default():
+        x = df.placeholder(df.float64, [])
+        _, y = df.while_loop(
+            lambda i, v: i < 2,
+            lambda i, v: (i + 1, df.cond(i < 1, lambda: v * x, lambda: df.sin(v))), (0, x))
+        (g,) = df.gradients(y, x)
+        with pytest.raises(NotImplementedError, match="cond inside a while loop.*cond/"):
+            df.gradients(g, x)

@@ -487,7 +487,31 @@ def maybe_create_control_flow_state(between_ops):
         loop = state.add_loop(forward)
         if op.type == "StackPush":
             loop.reached_through_history = True
+    if state is not None:
+        _check_second_order_supported(state, between_ops)
     return state
+
+
+def _check_second_order_supported(state, between_ops) -> None:
+    """Second-order gradients cover single-level loops without conds in their bodies;
+    refuse the rest while building, naming the op (rather than build a gradient whose
+    stacks cannot be ordered)."""
+    grad_loops = [s.forward_context for s in state.states()
+                  if s.forward_context.grad_state is not None]
+    if not grad_loops:
+        return
+    for loop in grad_loops:
+        if loop.outer_context is not None and loop.outer_context.GetWhileContext():
+            raise NotImplementedError(
+                f"Second-order gradients through nested while loops are not supported "
+                f"(gradient loop '{loop.name}' is inside another loop)")
+    for op in between_ops:
+        ctx = op._control_flow_context
+        if isinstance(ctx, CondContext) and ctx.GetWhileContext() is not None:
+            raise NotImplementedError(
+                f"Second-order gradients through a cond inside a while loop are not "
+                f"supported ('{op.name}' is in a cond in loop "
+                f"'{ctx.GetWhileContext().name}')")
 
 
 # -- the history edge: a stack's pushes feed its pops --------------------------------------
