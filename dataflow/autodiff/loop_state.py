@@ -544,7 +544,14 @@ def _stack_uses(stack_op, op_type: str) -> list:
 def stack_pushed_values(pop_op) -> list:
     """The float values pushed onto the stack a StackPop reads (the push ops' outputs,
     which pass the pushed value through). A gradient loop's history is such a stack, so
-    these are the forward values a pop in a gradient loop depends on."""
+    these are the forward values a pop in a gradient loop depends on.
+
+    >>> from dataflow.ops.data_flow_ops import stack, stack_pop, stack_push
+    >>> h = stack(df.float32)
+    >>> pushed = stack_push(h, df.constant(1.0))
+    >>> stack_pushed_values(stack_pop(h, df.float32).op) == [pushed]
+    True
+    """
     if not pop_op.outputs[0].dtype.is_floating:
         return []
     stack_op = _stack_of(pop_op.inputs[0])
@@ -554,7 +561,17 @@ def stack_pushed_values(pop_op) -> list:
 
 
 def stack_pops_of(push_op) -> list:
-    """The StackPop ops reading the stack a float StackPush writes."""
+    """The StackPop ops reading the stack a float StackPush writes.
+
+    >>> from dataflow.ops.data_flow_ops import stack, stack_pop, stack_push
+    >>> h = stack(df.float32)
+    >>> pushed = stack_push(h, df.constant(1.0))
+    >>> stack_pops_of(pushed.op)
+    []
+    >>> popped = stack_pop(h, df.float32)
+    >>> stack_pops_of(pushed.op) == [popped.op]
+    True
+    """
     if not push_op.outputs[0].dtype.is_floating:
         return []
     stack_op = _stack_of(push_op.inputs[0])
