@@ -227,3 +227,31 @@ def test_cond_in_a_loop_is_refused_while_building():
         (g,) = df.gradients(y, x)
         with pytest.raises(NotImplementedError, match="cond inside a while loop.*cond/"):
             df.gradients(g, x)
+
+
+@pytest.mark.parametrize("parallel_iterations", [1, 10])
+@pytest.mark.parametrize("swap_memory", [False, True])
+def test_loop_options_and_two_outputs(parallel_iterations, swap_memory):
+    """Two loop outputs, one a running sum; the target mixes the loop's output with its
+    first gradients (partial static shapes)."""
+    def build(x, a):
+        _, v, s = df.while_loop(
+            lambda i, v, s: i < 3,
+            lambda i, v, s: (i + 1, df.sin(v * a), s + df.reduce_sum(v * v)),
+            (0, x, df.constant(0.0, df.float64)),
+            parallel_iterations=parallel_iterations, swap_memory=swap_memory)
+        return df.reduce_sum(v) * s
+
+    def target(x, a):
+        y = build(x, a)
+        gx, ga = df.gradients(y, [x, a])
+        return y + df.reduce_sum(gx * gx) + ga * ga
+    check_gradients(target, [np.array([0.3, -0.2]), np.array(0.9)], partial=True)
+
+
+def test_data_dependent_trip_count_with_maximum_iterations():
+    def build(x, a):
+        _, v = df.while_loop(lambda i, v: df.reduce_sum(v) < 100.0,
+                             lambda i, v: (i + 1, v * a + 1.0), (0, x), maximum_iterations=4)
+        return df.reduce_sum(v * v)
+    check_gradients(_gradient_norm(build), [np.array([0.3, -0.2]), np.array(1.1)])
