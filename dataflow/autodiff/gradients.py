@@ -23,6 +23,7 @@ from ..framework.graph import Operation, Tensor, get_default_graph
 from ..framework.indexed_slices import IndexedSlices
 from ..control_flow.context import is_loop_exit
 from .loop_state import forward_while_context, is_loop_switch, maybe_create_control_flow_state
+from .loop_state import stack_pops_of, stack_pushed_values
 from .registry import accepts_indexed_slices, get_gradient_function, is_not_differentiable
 
 __all__ = ["gradients", "UnconnectedGradients"]
@@ -44,6 +45,14 @@ def _as_source(x) -> Tensor:
     return convert_to_tensor(x)
 
 
+def _inputs_of(op: Operation) -> list:
+    """``op``'s inputs, and for a stack pop the values pushed onto its stack: the edge a
+    gradient loop's history carries, which a second-order gradient differentiates."""
+    if op.type != "StackPop":
+        return op._inputs
+    return list(op._inputs) + stack_pushed_values(op)
+
+
 def _reached_from(xs) -> set:
     """Ops reachable from ``xs`` along backpropagatable tensors."""
     reached, stack = set(), [x.op for x in xs]
@@ -55,6 +64,8 @@ def _reached_from(xs) -> set:
         for t in op._outputs:
             if _backpropagatable(t):
                 stack.extend(c for c in t._consumers if c not in reached)
+        if op.type == "StackPush":
+            stack.extend(stack_pops_of(op))
     return reached
 
 
@@ -67,7 +78,7 @@ def _between(ys, reached) -> list[Operation]:
             continue
         seen.add(op)
         between.append(op)
-        stack.extend(t.op for t in op._inputs)
+        stack.extend(t.op for t in _inputs_of(op))
     return between
 
 
@@ -223,7 +234,7 @@ def _backward(ys, xs, grad_ys, stop_ops):
                     between.append(y.op)
     pending = {op: 0 for op in between}
     for op in between:
-        for t in op._inputs:
+        for t in _inputs_of(op):
             if t.op in between_set:
                 pending[t.op] += 1
     # A source whose own inputs lead nowhere from the sources is where the walk ends.
@@ -249,7 +260,7 @@ def _backward(ys, xs, grad_ys, stop_ops):
     while ready:
         op = ready.popleft()
         in_grads = _input_grads(op, grads, stop_ops, loop_state)
-        for t, gi in zip(op._inputs, in_grads):
+        for t, gi in zip(_inputs_of(op), in_grads):
             if gi is not None and _backpropagatable(t):
                 grads.setdefault(t, []).append(gi)
         _update_pending(op, between_set, pending, ready, grads, loop_state)
@@ -265,7 +276,7 @@ def _update_pending(op, between_set, pending, ready, grads, loop_state):
     at its last (from the body), and the Exits of a loop are processed together, once
     each has its gradient or is known to get none.
     """
-    for t in op._inputs:
+    for t in _inputs_of(op):
         src = t.op
         if src not in between_set:
             continue
@@ -291,9 +302,10 @@ def _defer_exit(t, loop_state, ready, grads):
     state.unused_exits.extend(y for y in state.deferred_exits if y not in used)
     ready.extend(y.op for y in used)
     for y in state.unused_exits:
-        if used and y.dtype.is_floating:
-            # Some exit has a gradient: the loop's gradient runs, and an unused exit
-            # contributes zeros to it.
+        if (used or state.reached_through_history) and y.dtype.is_floating:
+            # Some exit (or, for a second-order gradient, a value the loop saved for
+            # its gradient loop) has a gradient: the loop's gradient runs, and an
+            # unused exit contributes zeros to it.
             grads.setdefault(y, []).append(loop_state.zeros_like_for_exit(y))
         ready.append(y.op)
 
@@ -366,7 +378,8 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
     finally:
         if state is not None:
             state.grad_context.Exit()
-    none = [None] * len(op._inputs)
+    inputs = _inputs_of(op)
+    none = [None] * len(inputs)
     if op in stop_ops or all(g is None for g in out_grads):
         return none
     fn = get_gradient_function(op)
@@ -388,10 +401,10 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
         if state is not None:
             state.grad_context.Exit()
     result = list(result) if isinstance(result, (list, tuple)) else [result]
-    if len(result) != len(op._inputs):
+    if len(result) != len(inputs):
         raise ValueError(f"Gradient function of '{op.name}' ({op.type}) returned "
-                         f"{len(result)} gradients for {len(op._inputs)} inputs")
-    for t, gi in zip(op._inputs, result):
+                         f"{len(result)} gradients for {len(inputs)} inputs")
+    for t, gi in zip(inputs, result):
         if gi is not None and t.dtype.is_floating and gi.dtype is not t.dtype:
             raise TypeError(f"Gradient function of '{op.name}' ({op.type}) returned a "
                             f"{gi.dtype.name} gradient for {t.dtype.name} input {t.name}")
