@@ -65,6 +65,9 @@ from .ops.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope,  # noqa: 
 from .ops.variable_scope import local_variables_initializer as initialize_local_variables  # noqa: F401,E501
 from . import initializers  # noqa: F401
 from .control_flow import foldl, foldr, map_fn, scan  # noqa: F401
+from .framework.eager import (EagerTensor, eager_mode, enable_eager_execution,  # noqa: F401
+                              executing_eagerly)
+from .runtime import eager as _eager_runtime  # noqa: F401,E402  (installs eager kernels)
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
+from .eager import EagerGraph, EagerTensor
 from .graph import Operation, Tensor, get_default_graph
 from .op_registry import register_op
 from .tensor_shape import TensorShape
@@ -121,6 +122,8 @@ def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     if isinstance(arr, np.ndarray):
         arr.setflags(write=False)  # constants are shared by every run: keep them immutable
     g = get_default_graph()
+    if type(g) is EagerGraph:  # an eager constant holds its value; no op runs
+        return EagerTensor(arr, dt)
     return g.create_op("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
 
 
@@ -150,6 +153,8 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Ten
 
 def constant_value(tensor: Tensor):
     """The value of ``tensor`` if it is known at graph-build time (a Const), else None."""
+    if type(tensor) is EagerTensor:
+        return tensor._value
     if isinstance(tensor, Tensor) and tensor.op.type == "Const":
         return tensor.op.get_attr("value")
     return None
