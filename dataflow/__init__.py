@@ -82,7 +82,7 @@ nn.bidirectional_dynamic_rnn = _bidirectional_dynamic_rnn
 from . import train  # noqa: F401
 from . import losses, metrics  # noqa: F401,E402
 from . import layers  # noqa: F401
-from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
+from .autodiff import GradientTape, NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 

@@ -10,3 +10,4 @@ from . import linalg_grad  # noqa: F401
 from . import sequence_grad, tensor_array_grad  # noqa: F401
 from .gradients import gradients  # noqa: F401
 from .registry import NotDifferentiable, RegisterGradient, get_gradient_function  # noqa: F401
+from .tape import GradientTape  # noqa: F401,E402

@@ -251,6 +251,11 @@ class EagerGraph(Graph):
     def create_op(self, op_type, inputs, attrs=None, name=None, *, output_specs=None):
         return execute(self, op_type, inputs, attrs, name, output_specs)
 
+    def control_dependencies(self, control_inputs):
+        """Nothing to add: eager ops run in program order, so every op created in the
+        block already runs after ``control_inputs``."""
+        return contextlib.nullcontext()
+
 
 def _signature(op_type, inputs, attrs, output_specs):
     """The kernel cache key of an op, or None when an attribute is not hashable."""
