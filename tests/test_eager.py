@@ -154,7 +154,7 @@ def test_kernel_cache_is_per_signature(eager):
     for _ in range(3):
         a + b
     keys = [k for k in eager._kernels if k[0] == "AddV2"]
-    assert keys == [("AddV2", df.float32, df.float32)]
+    assert keys == [("AddV2", id(df.float32), id(df.float32))]
     df.constant(1) + df.constant(2)
     assert len([k for k in eager._kernels if k[0] == "AddV2"]) == 2
 
@@ -169,3 +169,12 @@ def test_random_ops_advance_eagerly(eager):
     a = df.random_normal([4], seed=1).numpy()
     b = df.random_normal([4], seed=1).numpy()
     assert not np.array_equal(a, b)
+
+
+def test_the_eager_benchmark_runs():
+    from benchmarks import eager as bench
+    rows = bench.measure(calls=5, samples=3, mlp_steps=5)
+    names = [name for name, _, _ in rows]
+    assert names[0] == "x + y, scalar" and len(rows) == 7
+    assert all(median >= best > 0 for _, (median, best), _ in rows)
+    assert "eager median" in bench.format_rows(rows)

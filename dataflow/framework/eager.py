@@ -43,7 +43,8 @@ from .op_registry import NORMAL, get_op_def
 from .tensor_shape import TensorShape, as_shape
 
 __all__ = ["EagerTensor", "EagerOp", "EagerGraph", "enable_eager_execution", "eager_mode",
-           "executing_eagerly", "execute", "set_kernel_builder", "RECORDERS",
+           "executing_eagerly", "execute", "set_kernel_builder", "register_fast_operator",
+           "RECORDERS",
            "VARIABLE_WATCHERS"]
 
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -248,27 +249,13 @@ class EagerGraph(Graph):
         self._kernels: dict = {}     # signature -> (kernel, output dtypes)
         self.resources: dict = {}    # variable cells and random streams, by name
 
-    def create_op(self, op_type, inputs, attrs=None, name=None, *, output_specs=None):
-        return execute(self, op_type, inputs, attrs, name, output_specs)
+    # create_op(op_type, inputs, attrs=None, name=None, output_specs=None) is execute
+    # itself (installed below): one Python frame less on every op.
 
     def control_dependencies(self, control_inputs):
         """Nothing to add: eager ops run in program order, so every op created in the
         block already runs after ``control_inputs``."""
         return contextlib.nullcontext()
-
-
-def _signature(op_type, inputs, attrs, output_specs):
-    """The kernel cache key of an op, or None when an attribute is not hashable."""
-    key = (op_type,) + tuple([t._dtype for t in inputs])
-    if attrs:
-        key += tuple(attrs.items())
-    if output_specs is not None:
-        key += tuple(dt for dt, _ in output_specs)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def execute(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
@@ -277,15 +264,32 @@ def execute(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
     The single entry of eager dispatch: :class:`EagerGraph`.create_op calls it for every
     op wrapper, and every recorder in :data:`RECORDERS` sees each executed op.
     """
-    for t in inputs:
-        if type(t) is not EagerTensor:
-            _check_input(op_type, t)
-    if attrs is None:
+    # The kernel cache key: op type, input dtypes (by identity: they are singletons, and
+    # their Python-level hash would cost more than the rest), attributes, forced outputs.
+    if len(inputs) == 2:  # the common binary op, without the generic loop
+        a, b = inputs
+        if type(a) is not EagerTensor or type(b) is not EagerTensor:
+            _check_inputs(op_type, inputs)
+        key = (op_type, id(a._dtype), id(b._dtype))
+        values = (a._value, b._value)
+    else:
+        for t in inputs:
+            if type(t) is not EagerTensor:
+                _check_inputs(op_type, inputs)
+        key = (op_type,) + tuple([id(t._dtype) for t in inputs])
+        values = [t._value for t in inputs]
+    if attrs:
+        key += tuple(attrs.items())
+    else:
         attrs = {}
+    if output_specs is not None:
+        key += tuple(id(dt) for dt, _ in output_specs)
     op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
     kernels = graph._kernels
-    key = _signature(op_type, inputs, attrs, output_specs)
-    entry = kernels.get(key) if key is not None else None
+    try:
+        entry = kernels.get(key)
+    except TypeError:  # an unhashable attribute (an array): no caching
+        entry = key = None
     if entry is not None and entry[2]:
         # A stateful kernel keeps per-node state (a variable cell, a random stream): one
         # kernel per node name.
@@ -296,18 +300,14 @@ def execute(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
             kernels[key] = entry
             if entry[2]:
                 kernels[key + (op._name,)] = entry
-    fn, out_dtypes = entry[0], entry[1]
+    out_dtypes = entry[1]
     try:
-        if len(inputs) == 2:
-            result = fn(inputs[0]._value, inputs[1]._value)
-        else:
-            result = fn(*[t._value for t in inputs])
+        result = entry[0](*values)
     except Exception as exc:
         raise _op_error(op, exc) from exc
-    n = len(out_dtypes)
-    if n == 1:
+    if len(out_dtypes) == 1:
         op._outputs = [EagerTensor(result, out_dtypes[0], op, 0)]
-    elif n:
+    elif out_dtypes:
         op._outputs = [EagerTensor(v, dt, op, i)
                        for i, (v, dt) in enumerate(zip(result, out_dtypes))]
     if RECORDERS:
@@ -316,6 +316,38 @@ def execute(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
     else:
         op._inputs = _NO_INPUTS
     return op
+
+
+def register_fast_operator(method, op_type, node_name, dtypes, swap=False) -> None:
+    """Let ``EagerTensor.<method>`` (``"__add__"``...) run ``op_type`` straight through
+    :func:`execute` when both operands are eager tensors of one dtype in ``dtypes``: what
+    the op wrapper behind the operator would build (the ops layer registers the
+    operators whose wrapper does nothing else for such operands). Other operands take
+    the wrapper, as graph tensors do.
+    """
+    accepted = frozenset(id(d) for d in dtypes)
+    wrapper = _graph._OPERATOR_TABLE[method]
+
+    def operator(self, other):
+        if type(other) is EagerTensor and other._dtype is self._dtype \
+                and id(self._dtype) in accepted:
+            g = _graph.get_default_graph()
+            if type(g) is EagerGraph:
+                inputs = [other, self] if swap else [self, other]
+                return execute(g, op_type, inputs, None, node_name)._outputs[0]
+        return wrapper(self, other)
+
+    operator.__name__ = method
+    setattr(EagerTensor, method, operator)
+
+
+EagerGraph.create_op = execute
+
+
+def _check_inputs(op_type, inputs):
+    for t in inputs:
+        if type(t) is not EagerTensor:
+            _check_input(op_type, t)
 
 
 def _check_input(op_type, t):
