@@ -178,3 +178,57 @@ def test_the_eager_benchmark_runs():
     assert names[0] == "x + y, scalar" and len(rows) == 7
     assert all(median >= best > 0 for _, (median, best), _ in rows)
     assert "eager median" in bench.format_rows(rows)
+
+
+def test_enable_eager_execution_makes_the_whole_program_eager():
+    import subprocess
+    import sys
+    code = (
+        "import threading, dataflow as df\n"
+        "df.enable_eager_execution()\n"
+        "seen = []\n"
+        "t = threading.Thread(target=lambda: seen.append(df.executing_eagerly()))\n"
+        "t.start(); t.join()\n"
+        "df.reset_default_graph()\n"
+        "v = df.Variable(2.0)\n"
+        "print(df.executing_eagerly(), seen[0], float(v * 3.0))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    assert out.stdout.split() == ["True", "True", "6.0"]
+
+
+def test_enable_eager_execution_refuses_a_started_graph():
+    g = df.Graph()
+    from dataflow.framework import graph as graph_module
+    saved = graph_module._global_default_graph[0]
+    graph_module._global_default_graph[0] = g
+    try:
+        with g.as_default():
+            df.constant(1.0)
+        with pytest.raises(ValueError, match="startup"):
+            df.enable_eager_execution()
+    finally:
+        graph_module._global_default_graph[0] = saved
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / b,
+    lambda a, b: a ** b, lambda a, b: a < b, lambda a, b: a >= b, lambda a, b: b.__radd__(a),
+    lambda a, b: b.__rsub__(a), lambda a, b: b.__rtruediv__(a), lambda a, b: a // b,
+    lambda a, b: a % b], ids=["add", "sub", "mul", "div", "pow", "lt", "ge", "radd", "rsub",
+                              "rtruediv", "floordiv", "mod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_operators_build_what_the_graph_builds(fn, dtype, rng):
+    """The operators that skip their wrapper in eager mode give the graph's op type,
+    node name, dtype and value."""
+    a_np = rng.uniform(1, 3, 5).astype(dtype)
+    b_np = rng.uniform(1, 3, 5).astype(dtype)
+    with df.Graph().as_default():
+        out = fn(df.constant(a_np), df.constant(b_np))
+        with df.Session() as sess:
+            want = sess.run(out)
+    with df.eager_mode():
+        got = fn(df.constant(a_np), df.constant(b_np))
+    assert (got.op.type, got.op.name) == (out.op.type, out.op.name.split("/")[-1])
+    assert got.dtype is out.dtype
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
