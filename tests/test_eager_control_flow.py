@@ -112,3 +112,86 @@ def test_errors_match_graph_mode(build, error):
             out = build()
             with df.Session() as sess:
                 sess.run(out)
+
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3) / 7.0
+FUNCTIONAL = {
+    "map_fn": lambda: df.map_fn(lambda r: df.reduce_sum(r * r), df.constant(X)),
+    "map_fn_nested_dtype": lambda: df.map_fn(
+        lambda r: (df.reduce_sum(r), df.cast(df.argmax(r), df.int32)), df.constant(X),
+        dtype=(df.float32, df.int32)),
+    "scan": lambda: df.scan(lambda a, v: a * 0.5 + v, df.constant(X)),
+    "scan_reverse_initializer": lambda: df.scan(
+        lambda a, v: (a[1], a[0] + df.reduce_sum(v)), df.constant(X),
+        initializer=(df.constant(0.0), df.constant(1.0)), reverse=True),
+    "foldl": lambda: df.foldl(lambda a, v: a * 10 + v, df.constant([1, 2, 3])),
+    "foldr": lambda: df.foldr(lambda a, v: a * 10 + v, df.constant([1, 2, 3])),
+    "foldl_initializer": lambda: df.foldl(lambda a, v: a + df.reduce_max(v), df.constant(X),
+                                          initializer=df.constant(-1.0)),
+    "tensor_array_in_loop": lambda: df.while_loop(
+        lambda i, ta: i < 4, lambda i, ta: (i + 1, ta.write(i, df.cast(i, df.float32) ** 2)),
+        (0, df.TensorArray(df.float32, size=0, dynamic_size=True)))[1].stack(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL))
+def test_functional_ops_and_tensor_arrays_run_eagerly_as_in_the_graph(name):
+    eager_out, graph_out = both_ways(FUNCTIONAL[name])
+    flat_e, flat_g = df.util.nest.flatten(eager_out), df.util.nest.flatten(graph_out)
+    assert len(flat_e) == len(flat_g)
+    for e, g in zip(flat_e, flat_g):
+        assert np.asarray(e).dtype == np.asarray(g).dtype
+        np.testing.assert_allclose(e, g, rtol=1e-6)
+
+
+def test_tape_differentiates_through_scan_as_the_graph_does():
+    def loss(x):
+        return df.reduce_sum(df.scan(lambda a, v: df.tanh(a * v + 0.5), x))
+
+    with df.Graph().as_default():
+        x = df.constant(X)
+        want = df.Session().run(df.gradients(loss(x), [x])[0])
+    with df.eager_mode():
+        x = df.constant(X)
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = loss(x)
+        got = tape.gradient(y, x)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_eager_tensor_array_errors():
+    with df.eager_mode():
+        ta = df.TensorArray(df.float32, size=2)
+        with pytest.raises(df.errors.InvalidArgumentError):
+            ta.read(0)                       # never written, no element shape
+        with pytest.raises(df.errors.InvalidArgumentError):
+            ta.write(5, 1.0)
+        with pytest.raises(df.errors.InvalidArgumentError):
+            ta.unstack(df.constant([1.0, 2.0, 3.0]))
+        assert ta.write(0, 1.0).read(1).numpy() == 0.0   # known element shape: zeros
+
+
+@pytest.mark.parametrize("cell_fn", [lambda: df.nn.rnn_cell.BasicRNNCell(4),
+                                     lambda: df.nn.rnn_cell.BasicLSTMCell(4)],
+                         ids=["rnn", "lstm"])
+def test_dynamic_rnn_runs_eagerly_as_in_the_graph(cell_fn, rng):
+    x_np = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    weights = rng.standard_normal((7, 16)).astype(np.float32) * 0.3
+
+    def build():
+        init = lambda shape, dtype=None, partition_info=None: weights[:shape[0], :shape[1]]  # noqa: E731,E501
+        with df.variable_scope("test", initializer=init):
+            out, state = df.nn.dynamic_rnn(cell_fn(), df.constant(x_np),
+                                           sequence_length=[5, 3], dtype=df.float32)
+        return out, state
+
+    with eager_impl.EagerGraph().as_default():
+        eager_out = df.util.nest.map_structure(lambda t: t.numpy(), build())
+    with df.Graph().as_default():
+        out = build()
+        with df.Session() as sess:
+            sess.run(df.global_variables_initializer())
+            graph_out = sess.run(out)
+    for e, g in zip(df.util.nest.flatten(eager_out), df.util.nest.flatten(graph_out)):
+        np.testing.assert_allclose(e, g, rtol=1e-5, atol=1e-6)

@@ -13,13 +13,21 @@ from __future__ import annotations
 from .. import errors
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Operation
+from ..ops.tensor_array_ops import EagerTensorArray
 from ..util import nest
 
 __all__ = ["eager_cond", "eager_case", "eager_while_loop"]
 
 
 def _as_tensor(v):
-    return v if v is None or isinstance(v, Operation) else convert_to_tensor(v)
+    if v is None or isinstance(v, (Operation, EagerTensorArray)):
+        return v
+    return convert_to_tensor(v)
+
+
+def _loop_value(v):
+    """A loop variable's value: a tensor, or an eager TensorArray as it is."""
+    return v if isinstance(v, EagerTensorArray) else convert_to_tensor(v)
 
 
 def _scalar_bool(pred, what):
@@ -82,7 +90,7 @@ def eager_while_loop(cond, body, loop_vars, maximum_iterations, wrapped,
         max_iter = int(max_iter)
     structure = list(loop_vars) if isinstance(loop_vars, tuple) and not hasattr(
         loop_vars, "_fields") else loop_vars
-    flat = [convert_to_tensor(v) for v in nest.flatten(loop_vars)]
+    flat = [_loop_value(v) for v in nest.flatten(loop_vars)]
     current = nest.pack_sequence_as(structure, flat)
     result_structure = loop_vars   # the graph returns the body's structure: after no
     # iteration, the loop variables' own
@@ -102,7 +110,7 @@ def eager_while_loop(cond, body, loop_vars, maximum_iterations, wrapped,
         except ValueError as e:
             raise ValueError("while_loop: body must return the structure of loop_vars. "
                              f"{e}") from None
-        new_flat = [convert_to_tensor(v) for v in nest.flatten(result)]
+        new_flat = [_loop_value(v) for v in nest.flatten(result)]
         for old, new in zip(flat, new_flat):
             if old.dtype is not new.dtype:
                 raise TypeError(f"while_loop: a loop variable entered as {old.dtype.name} "
