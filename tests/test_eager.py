@@ -232,3 +232,27 @@ def test_operators_build_what_the_graph_builds(fn, dtype, rng):
     assert (got.op.type, got.op.name) == (out.op.type, out.op.name.split("/")[-1])
     assert got.dtype is out.dtype
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_a_long_eager_loop_collects_no_names_and_no_kernels(eager):
+    """Eager name scopes are not made unique, so steps of a training loop (which open
+    name scopes) leave nothing behind; layers and variables still get unique names."""
+    x = df.constant(np.ones((2, 3), np.float32))
+    h1 = df.layers.dense(x, 4)
+    h2 = df.layers.dense(x, 4)
+    names = [v.name for v in df.trainable_variables()]
+    assert names == ["dense/kernel:0", "dense/bias:0", "dense_1/kernel:0", "dense_1/bias:0"]
+    assert h1.shape.as_list() == h2.shape.as_list() == [2, 4]
+    w = df.Variable(np.ones((3, 1), np.float32), name="w")
+    opt = df.train.AdamOptimizer(0.1)
+
+    def step():
+        with df.GradientTape() as tape:
+            loss = df.reduce_mean(df.square(df.matmul(x, w)))
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+
+    step()
+    sizes = (len(eager._names_in_use), len(eager._kernels))
+    for _ in range(5):
+        step()
+    assert (len(eager._names_in_use), len(eager._kernels)) == sizes

@@ -252,6 +252,25 @@ class EagerGraph(Graph):
     # create_op(op_type, inputs, attrs=None, name=None, output_specs=None) is execute
     # itself (installed below): one Python frame less on every op.
 
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        """Push a name scope. Eager names are not made unique (as in TF2): nothing looks
+        ops up by name, and a long imperative loop would otherwise collect a new name per
+        step without end. Variables still take unique names (their storage is found by
+        name): :class:`~dataflow.Variable` asks :meth:`unique_name` for one."""
+        old = self._name_stack
+        if not name:
+            new = ""
+        elif name.endswith("/"):
+            new = name[:-1]
+        else:
+            new = f"{old}/{name}" if old else name
+        self._name_stack = new
+        try:
+            yield (new + "/") if new else ""
+        finally:
+            self._name_stack = old
+
     def control_dependencies(self, control_inputs):
         """Nothing to add: eager ops run in program order, so every op created in the
         block already runs after ``control_inputs``."""

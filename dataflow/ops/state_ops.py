@@ -58,7 +58,10 @@ class Variable:
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
         g = get_default_graph()
-        with g.name_scope(name or "Variable") as scope:
+        scope_name = name or "Variable"
+        if type(g) is _eager.EagerGraph:  # eager name scopes are not unique; variables are
+            scope_name = g.unique_name(scope_name) + "/"
+        with g.name_scope(scope_name) as scope:
             self._name = scope[:-1]
             with g.name_scope("Initializer"):
                 if callable(initial_value):  # an initializer's ops live under Initializer/
