@@ -256,3 +256,37 @@ def test_a_long_eager_loop_collects_no_names_and_no_kernels(eager):
     for _ in range(5):
         step()
     assert (len(eager._names_in_use), len(eager._kernels)) == sizes
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: a + 2, lambda a: 2 + a, lambda a: a - 1.5, lambda a: 3 - a, lambda a: a * 2,
+    lambda a: a / 4, lambda a: 4 / a, lambda a: a ** 2, lambda a: 2 ** a, lambda a: a < 2,
+    lambda a: a >= 1.5, lambda a: a + True],
+    ids=["add", "radd", "sub", "rsub", "mul", "div", "rdiv", "pow", "rpow", "lt", "ge",
+         "bool"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_operators_with_python_numbers_build_what_the_graph_builds(fn, dtype, rng):
+    a_np = rng.uniform(1, 3, 4).astype(dtype)
+    with df.Graph().as_default():
+        try:
+            out = fn(df.constant(a_np))
+        except TypeError:                      # e.g. 1.5 into int32: the same error eagerly
+            with df.eager_mode(), pytest.raises(TypeError):
+                fn(df.constant(a_np))
+            return
+        want = df.Session().run(out)
+    with df.eager_mode():
+        got = fn(df.constant(a_np))
+    assert (got.op.type, got.op.name, got.dtype) == (out.op.type, out.op.name, out.dtype)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_python_number_constants_keep_their_sign_and_checks(eager):
+    assert np.signbit(df.constant(-0.0).numpy()) and not np.signbit(df.constant(0.0).numpy())
+    assert np.isnan(df.constant(float("nan")).numpy())
+    assert df.constant(1, dtype=df.float64).dtype is df.float64
+    assert df.constant(True).dtype is df.bool and df.constant(1).dtype is df.int32
+    with pytest.raises(TypeError):
+        df.constant(1.5, dtype=df.int32)
+    with pytest.raises(TypeError):
+        df.constant(2 ** 40, dtype=df.int32)

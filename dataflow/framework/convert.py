@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
+from . import eager as _eager
 from .eager import EagerGraph, EagerTensor
 from .graph import Operation, Tensor, get_default_graph
 from .op_registry import register_op
@@ -108,6 +109,9 @@ def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     >>> c.shape.as_list(), c.dtype.name
     ([2, 2], 'float32')
     """
+    if shape is None and type(value) in _PY_SCALARS \
+            and type(get_default_graph()) is EagerGraph:
+        return _eager_scalar(value, dtype)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else infer_dtype(value)
     arr = convert_value(value, dt)
     if shape is not None:
@@ -125,6 +129,29 @@ def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     if type(g) is EagerGraph:  # an eager constant holds its value; no op runs
         return EagerTensor(arr, dt)
     return g.create_op("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
+
+
+_PY_SCALARS = (float, int, bool)
+# Python scalars converted in eager mode, by (type, value, id(requested dtype)): the
+# ``x + 1.0`` of an imperative loop converts the same few numbers again and again, and
+# the checked conversion costs more than the op. Bounded; -0.0 (equal to 0.0) and NaN
+# (equal to nothing) are never cached.
+_EAGER_SCALARS: dict = {}
+_EAGER_SCALARS_MAX = 4096
+
+
+def _eager_scalar(value, dtype) -> EagerTensor:
+    key = (type(value), value, id(dtype))
+    hit = _EAGER_SCALARS.get(key)
+    if hit is None:
+        dt = _dtypes.as_dtype(dtype) if dtype is not None else infer_dtype(value)
+        hit = (convert_value(value, dt), dt)
+        if (value or type(value) is not float) and len(_EAGER_SCALARS) < _EAGER_SCALARS_MAX:
+            _EAGER_SCALARS[key] = hit
+    return EagerTensor(hit[0], hit[1])
+
+
+_eager._SCALAR_CONVERTER[0] = _eager_scalar  # the Tensor operators' Python operands
 
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Tensor:

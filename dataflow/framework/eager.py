@@ -58,6 +58,10 @@ VARIABLE_WATCHERS: list = []
 # ``build(op, resources) -> kernel callable``, installed by dataflow.runtime.eager.
 _KERNEL_BUILDER: list = [None]
 _NO_CONSUMERS = ()
+_PY_SCALARS = (float, int, bool)
+# ``convert(value, dtype) -> EagerTensor`` for Python scalars, installed by
+# dataflow.framework.convert (which imports this module).
+_SCALAR_CONVERTER: list = [None]
 _NO_INPUTS = ()
 
 
@@ -348,10 +352,13 @@ def register_fast_operator(method, op_type, node_name, dtypes, swap=False) -> No
     wrapper = _graph._OPERATOR_TABLE[method]
 
     def operator(self, other):
-        if type(other) is EagerTensor and other._dtype is self._dtype \
-                and id(self._dtype) in accepted:
+        kind = type(other)
+        if id(self._dtype) in accepted and (
+                kind is EagerTensor and other._dtype is self._dtype or kind in _PY_SCALARS):
             g = _graph.get_default_graph()
             if type(g) is EagerGraph:
+                if kind is not EagerTensor:  # what the wrapper does: adopt our dtype
+                    other = _SCALAR_CONVERTER[0](other, self._dtype)
                 inputs = [other, self] if swap else [self, other]
                 return execute(g, op_type, inputs, None, node_name)._outputs[0]
         return wrapper(self, other)
