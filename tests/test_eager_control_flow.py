@@ -180,7 +180,9 @@ def test_dynamic_rnn_runs_eagerly_as_in_the_graph(cell_fn, rng):
     weights = rng.standard_normal((7, 16)).astype(np.float32) * 0.3
 
     def build():
-        init = lambda shape, dtype=None, partition_info=None: weights[:shape[0], :shape[1]]  # noqa: E731,E501
+        def init(shape, dtype=None, partition_info=None):
+            return weights[:shape[0], :shape[1]]
+
         with df.variable_scope("test", initializer=init):
             out, state = df.nn.dynamic_rnn(cell_fn(), df.constant(x_np),
                                            sequence_length=[5, 3], dtype=df.float32)
