@@ -66,6 +66,9 @@ from .ops.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope,  # noqa: 
 from .ops.variable_scope import local_variables_initializer as initialize_local_variables  # noqa: F401,E501
 from . import initializers  # noqa: F401
 from .control_flow import foldl, foldr, map_fn, scan  # noqa: F401
+from .framework.eager import (EagerTensor, eager_mode, enable_eager_execution,  # noqa: F401
+                              executing_eagerly)
+from .runtime import eager as _eager_runtime  # noqa: F401,E402  (installs eager kernels)
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata,  # noqa: F401
                               RunOptions, Session, get_default_session)
 from . import nn  # noqa: F401
@@ -80,8 +83,8 @@ nn.bidirectional_dynamic_rnn = _bidirectional_dynamic_rnn
 from . import train  # noqa: F401
 from . import losses, metrics  # noqa: F401,E402
 from . import layers  # noqa: F401
-from .autodiff import (NotDifferentiable, RegisterGradient, UnconnectedGradients,  # noqa: F401
-                       gradients)
+from .autodiff import (GradientTape, NotDifferentiable, RegisterGradient,  # noqa: F401
+                       UnconnectedGradients, gradients)
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)

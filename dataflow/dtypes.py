@@ -21,11 +21,17 @@ __all__ = ["DType", "as_dtype", "float16", "float32", "float64", "int8", "int16"
 class DType:
     """A tensor element type. Instances are singletons, compared by identity."""
 
-    __slots__ = ("name", "_np")
+    __slots__ = ("name", "_np", "is_floating", "is_integer", "is_bool", "is_numeric")
 
     def __init__(self, name: str, np_type):
         self.name = name
         self._np = np_type
+        # Plain attributes, computed once: op wrappers ask on every call, and in eager
+        # mode np.issubdtype per question cost about a microsecond of each small op.
+        self.is_floating = np_type is not None and np.issubdtype(np_type, np.floating)
+        self.is_integer = np_type is not None and np.issubdtype(np_type, np.integer)
+        self.is_bool = np_type is np.bool_
+        self.is_numeric = self.is_floating or self.is_integer
 
     @property
     def as_numpy_dtype(self):
@@ -35,22 +41,6 @@ class DType:
     @property
     def np(self) -> np.dtype:
         return np.dtype(self._np)
-
-    @property
-    def is_floating(self) -> bool:
-        return self._np is not None and np.issubdtype(self._np, np.floating)
-
-    @property
-    def is_integer(self) -> bool:
-        return self._np is not None and np.issubdtype(self._np, np.integer)
-
-    @property
-    def is_bool(self) -> bool:
-        return self._np is np.bool_
-
-    @property
-    def is_numeric(self) -> bool:
-        return self.is_floating or self.is_integer
 
     @property
     def base_dtype(self) -> "DType":

@@ -33,3 +33,12 @@ def test_readme_examples_run():
         namespace = {"tf": df}
         exec(compile(raw_loop, "README-raw-loop", "exec"), namespace)
         assert df.Session().run(namespace["out"]) == 3
+
+
+def test_readme_eager_example_prints_what_it_says():
+    block = next(b for b in _python_blocks() if "eager_mode" in b)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README-eager", "exec"), {"tf": df})
+    assert out.getvalue().split() == ["True", "(2,", "1)"]
+    assert not df.executing_eagerly()

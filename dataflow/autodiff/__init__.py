@@ -11,3 +11,4 @@ from . import sequence_grad, tensor_array_grad  # noqa: F401
 from . import stack_grad  # noqa: F401
 from .gradients import UnconnectedGradients, gradients  # noqa: F401
 from .registry import NotDifferentiable, RegisterGradient, get_gradient_function  # noqa: F401
+from .tape import GradientTape  # noqa: F401,E402

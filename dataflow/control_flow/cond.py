@@ -39,6 +39,7 @@ conds capture from the enclosing branch, so their Switches chain.
 from __future__ import annotations
 
 from ..framework.convert import convert_to_tensor
+from ..framework.eager import executing_eagerly
 from ..framework.graph import Operation, Tensor, get_default_graph
 from ..ops.array_ops import identity
 from ..ops.control_flow_ops import merge, switch
@@ -46,6 +47,7 @@ from ..ops.state_ops import set_cond_builder
 from ..ops.tensor_array_ops import flow_of, with_flow
 from ..util import nest
 from .context import CondContext
+from .eager_control import eager_case, eager_cond
 
 __all__ = ["cond", "case"]
 
@@ -105,6 +107,8 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
         raise TypeError("pred must not be a Python bool; use a bool tensor")
     if not callable(true_fn) or not callable(false_fn):
         raise TypeError("true_fn and false_fn must be callable.")
+    if executing_eagerly():
+        return eager_cond(pred, true_fn, false_fn, strict)
     g = get_default_graph()
     with g.name_scope(name or "cond"):
         pred = convert_to_tensor(pred)
@@ -171,6 +175,8 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
             raise TypeError(f"case: fn for predicate {p[0]!r} must be callable")
     if default is not None and not callable(default):
         raise TypeError("case: default must be callable")
+    if executing_eagerly():
+        return eager_case(pairs, default, exclusive, strict)
     g = get_default_graph()
     with g.name_scope(name):
         preds = [convert_to_tensor(p) for p, _ in pairs]

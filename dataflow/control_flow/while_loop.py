@@ -60,6 +60,7 @@ whose body does not run; the edge keeps the inner loop from starting there::
 from __future__ import annotations
 
 from ..framework.convert import constant, convert_to_tensor
+from ..framework.eager import executing_eagerly
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.tensor_shape import TensorShape, as_shape
 from ..ops.array_ops import identity
@@ -69,6 +70,7 @@ from ..ops.math_ops import logical_and
 from ..ops.tensor_array_ops import flow_of, is_tensor_array, with_flow
 from ..util import nest
 from .context import WhileContext, is_loop_constant_enter
+from .eager_control import eager_while_loop
 
 __all__ = ["while_loop"]
 
@@ -112,6 +114,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     wrapped = not isinstance(loop_vars, (list, tuple))
     if wrapped:  # a bare tensor or a dict: one loop argument
         loop_vars = [loop_vars]
+    if executing_eagerly():
+        return eager_while_loop(cond, body, loop_vars, maximum_iterations, wrapped,
+                                return_same_structure)
     g = get_default_graph()
     with g.name_scope(name or "while"):
         try_to_pack = len(loop_vars) == 1 and not return_same_structure \

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
+from . import eager as _eager
+from .eager import EagerGraph, EagerTensor
 from .graph import Operation, Tensor, get_default_graph
 from .op_registry import register_op
 from .tensor_shape import TensorShape
@@ -107,6 +109,9 @@ def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     >>> c.shape.as_list(), c.dtype.name
     ([2, 2], 'float32')
     """
+    if shape is None and type(value) in _PY_SCALARS \
+            and type(get_default_graph()) is EagerGraph:
+        return _eager_scalar(value, dtype)
     dt = _dtypes.as_dtype(dtype) if dtype is not None else infer_dtype(value)
     arr = convert_value(value, dt)
     if shape is not None:
@@ -121,7 +126,32 @@ def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
     if isinstance(arr, np.ndarray):
         arr.setflags(write=False)  # constants are shared by every run: keep them immutable
     g = get_default_graph()
+    if type(g) is EagerGraph:  # an eager constant holds its value; no op runs
+        return EagerTensor(arr, dt)
     return g.create_op("Const", [], {"value": arr, "dtype": dt}, name=name).outputs[0]
+
+
+_PY_SCALARS = (float, int, bool)
+# Python scalars converted in eager mode, by (type, value, id(requested dtype)): the
+# ``x + 1.0`` of an imperative loop converts the same few numbers again and again, and
+# the checked conversion costs more than the op. Bounded; -0.0 (equal to 0.0) and NaN
+# (equal to nothing) are never cached.
+_EAGER_SCALARS: dict = {}
+_EAGER_SCALARS_MAX = 4096
+
+
+def _eager_scalar(value, dtype) -> EagerTensor:
+    key = (type(value), value, id(dtype))
+    hit = _EAGER_SCALARS.get(key)
+    if hit is None:
+        dt = _dtypes.as_dtype(dtype) if dtype is not None else infer_dtype(value)
+        hit = (convert_value(value, dt), dt)
+        if (value or type(value) is not float) and len(_EAGER_SCALARS) < _EAGER_SCALARS_MAX:
+            _EAGER_SCALARS[key] = hit
+    return EagerTensor(hit[0], hit[1])
+
+
+_eager._SCALAR_CONVERTER[0] = _eager_scalar  # the Tensor operators' Python operands
 
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Tensor:
@@ -150,6 +180,8 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Ten
 
 def constant_value(tensor: Tensor):
     """The value of ``tensor`` if it is known at graph-build time (a Const), else None."""
+    if type(tensor) is EagerTensor:
+        return tensor._value
     if isinstance(tensor, Tensor) and tensor.op.type == "Const":
         return tensor.op.get_attr("value")
     return None

@@ -598,7 +598,8 @@ def reset_default_graph() -> None:
     if _default_graph_stack.stack:
         raise AssertionError("Do not use reset_default_graph() inside a graph.as_default() "
                              "block.")
-    _global_default_graph[0] = Graph()
+    # In a program made eager (enable_eager_execution) the new default graph is eager too.
+    _global_default_graph[0] = type(_global_default_graph[0])()
 
 
 # The default-session stack lives here, beside the default-graph stack (as in TF's

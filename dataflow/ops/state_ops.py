@@ -15,6 +15,7 @@ is used (so a read inside a loop body sees the value of that iteration), and
 from __future__ import annotations
 
 from .. import dtypes as _dtypes
+from ..framework import eager as _eager
 from ..framework.convert import convert_to_tensor, register_tensor_conversion
 from ..framework.graph import Tensor, get_default_graph, get_default_session
 from ..framework.op_registry import register_op
@@ -57,7 +58,10 @@ class Variable:
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
         g = get_default_graph()
-        with g.name_scope(name or "Variable") as scope:
+        scope_name = name or "Variable"
+        if type(g) is _eager.EagerGraph:  # eager name scopes are not unique; variables are
+            scope_name = g.unique_name(scope_name) + "/"
+        with g.name_scope(scope_name) as scope:
             self._name = scope[:-1]
             with g.name_scope("Initializer"):
                 if callable(initial_value):  # an initializer's ops live under Initializer/
@@ -108,9 +112,33 @@ class Variable:
         return self._shape
 
     def _read(self, name="Read"):
+        if _eager.VARIABLE_WATCHERS and self._trainable:  # a gradient tape is recording
+            for watch in _eager.VARIABLE_WATCHERS:
+                watch(self)
         return get_default_graph().create_op(
             "ReadVariableOp", [self._handle], {"dtype": self._dtype, "shape": self._shape},
             name=name).outputs[0]
+
+    # -- eager mode: the variable's value as a NumPy value ----------------------------------
+    def numpy(self):
+        """The current value (eager mode only: in a graph, run the variable in a Session).
+
+        >>> with df.eager_mode():
+        ...     v = Variable([1.0, 2.0])
+        ...     _ = v.assign_add([1.0, 1.0])
+        ...     v.numpy().tolist()
+        [2.0, 3.0]
+        """
+        if not isinstance(self._handle, _eager.EagerTensor):
+            raise NotImplementedError("Variable.numpy() works in eager mode only; in a graph "
+                                      "use sess.run(variable).")
+        return self._read().numpy()
+
+    def __float__(self):
+        return float(self.numpy())
+
+    def __int__(self):
+        return int(self.numpy())
 
     def value(self) -> Tensor:
         """A tensor reading the variable where it is used."""

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
+from .. import errors as _errors
+from ..framework import eager as _eager
 from ..framework.convert import constant, constant_value, convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.op_registry import register_op
@@ -152,6 +154,12 @@ class TensorArray:
     >>> df.Session().run(squares)
     array([0., 1., 4., 9.], dtype=float32)
     """
+
+    def __new__(cls, *args, **kwargs):
+        # In eager mode a TensorArray is a Python list of eager tensors (EagerTensorArray).
+        if cls is TensorArray and _eager.executing_eagerly():
+            return EagerTensorArray(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
                  tensor_array_name=None, handle=None, flow=None, infer_shape=True,
@@ -398,3 +406,102 @@ class TensorArray:
     def __repr__(self):
         return (f"<df.TensorArray '{self._handle.op.name}' dtype={self._dtype.name} "
                 f"element_shape={self.element_shape}>")
+
+
+class EagerTensorArray:
+    """``TensorArray`` in eager mode: a list of eager tensors (what ``TensorArray(...)``
+    makes while executing eagerly). Reads return the tensors written, so a gradient tape
+    differentiates through it; ``write`` and ``unstack`` return the array itself.
+
+    >>> with df.eager_mode():
+    ...     ta = TensorArray(df.float32, size=3)
+    ...     ta = ta.unstack(df.constant([1.0, 2.0, 3.0]))
+    ...     ta = ta.write(1, ta.read(1) * 10.0)
+    ...     ta.stack().numpy().tolist()
+    [1.0, 20.0, 3.0]
+    """
+
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
+                 tensor_array_name=None, handle=None, flow=None, infer_shape=True,
+                 element_shape=None, colocate_with_first_write_call=True, name=None):
+        if handle is not None or flow is not None:
+            raise ValueError("An eager TensorArray has no handle or flow to build it from")
+        if size is None:
+            raise ValueError("Size must be provided if handle is not provided")
+        self._dtype = _dtypes.as_dtype(dtype)
+        self._dynamic_size = bool(dynamic_size)
+        self._element_shape = as_shape(element_shape) if element_shape is not None \
+            else TensorShape(None)
+        self._items = [None] * int(convert_to_tensor(size))
+
+    dtype = property(lambda self: self._dtype)
+    element_shape = property(lambda self: self._element_shape)
+    dynamic_size = property(lambda self: self._dynamic_size)
+
+    def _index(self, index, writing):
+        i = int(convert_to_tensor(index))
+        if writing and self._dynamic_size and i >= len(self._items):
+            self._items.extend([None] * (i + 1 - len(self._items)))
+        if not 0 <= i < len(self._items):
+            raise _errors.InvalidArgumentError(
+                None, None, f"TensorArray index {i} out of range (size {len(self._items)})")
+        return i
+
+    def _zeros(self):
+        from .array_ops import zeros
+        if not self._element_shape.is_fully_defined():
+            raise _errors.InvalidArgumentError(
+                None, None, "Reading a TensorArray element never written, with no known "
+                "element shape")
+        return zeros(self._element_shape.as_list(), self._dtype)
+
+    def read(self, index, name=None):
+        value = self._items[self._index(index, False)]
+        return self._zeros() if value is None else value
+
+    def write(self, index, value, name=None):
+        value = convert_to_tensor(value, dtype=self._dtype)
+        self._items[self._index(index, True)] = value
+        if self._element_shape.ndims is None:
+            self._element_shape = value.shape
+        return self
+
+    def unstack(self, value, name=None):
+        from .extra_array_ops import unstack
+        value = convert_to_tensor(value, dtype=self._dtype)
+        rows = unstack(value) if value.shape[0] else []
+        if len(rows) > len(self._items) and not self._dynamic_size:
+            raise _errors.InvalidArgumentError(
+                None, None, f"Cannot unstack {len(rows)} elements into a TensorArray of size "
+                f"{len(self._items)}")
+        for i, row in enumerate(rows):
+            self.write(i, row)
+        return self
+
+    def stack(self, name=None):
+        from .array_ops import stack
+        if not self._items:
+            shape = [0] + (self._element_shape.as_list() if
+                           self._element_shape.is_fully_defined() else [])
+            return constant(np.zeros(shape, self._dtype.as_numpy_dtype))
+        return stack([self.read(i) for i in range(len(self._items))])
+
+    def gather(self, indices, name=None):
+        from .array_ops import stack
+        return stack([self.read(i) for i in np.ravel(np.asarray(convert_to_tensor(indices)))])
+
+    def concat(self, name=None):
+        from .array_ops import concat
+        return concat([self.read(i) for i in range(len(self._items))], axis=0)
+
+    def size(self, name=None):
+        return constant(len(self._items), dtype=_dtypes.int32)
+
+    def close(self, name=None):
+        return None
+
+    def identity(self):
+        return self
+
+    def __repr__(self):
+        return f"<df.EagerTensorArray size={len(self._items)} dtype={self._dtype.name}>"

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import dtypes as _dtypes
 from ..autodiff.gradients import gradients
+from ..autodiff.tape import GradientTape
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.indexed_slices import IndexedSlices
@@ -125,7 +126,10 @@ class Optimizer(abc.ABC):
                           grad_loss=None):
         """Gradients of ``loss`` for each variable: a list of ``(gradient, variable)``.
 
-        The gradient is ``None`` for a variable that ``loss`` does not depend on.
+        The gradient is ``None`` for a variable that ``loss`` does not depend on. ``loss``
+        may be a function returning the loss (in eager mode it must be): it is run under a
+        :class:`~dataflow.GradientTape`, and ``var_list`` defaults to the trainable
+        variables it reads.
 
         >>> w, b = df.Variable(1.0), df.Variable(2.0)
         >>> opt = df.train.GradientDescentOptimizer(0.1)
@@ -136,14 +140,27 @@ class Optimizer(abc.ABC):
         if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
             raise ValueError("gate_gradients must be one of: Optimizer.GATE_NONE, "
                              f"Optimizer.GATE_OP, Optimizer.GATE_GRAPH. Not {gate_gradients}")
-        loss = convert_to_tensor(loss)
+        if callable(loss):
+            # A loss function (what eager mode needs: a tensor has no graph to differentiate
+            # afterwards): run it under a tape that watches every trainable variable read.
+            with GradientTape() as tape:
+                loss = convert_to_tensor(loss())
+            if var_list is None:
+                var_list = list(tape.watched_variables())
+        else:
+            loss = convert_to_tensor(loss)
+            tape = None
         _assert_valid_dtypes([loss])
         var_list = trainable_variables() if var_list is None else list(var_list)
         if not var_list:
             raise ValueError("No variables to optimize.")
         for v in var_list:
             _check_variable(v)
-        grads = gradients(loss, var_list, grad_ys=None if grad_loss is None else [grad_loss])
+        grad_ys = None if grad_loss is None else [grad_loss]
+        if tape is not None:
+            grads = tape.gradient([loss], var_list, output_gradients=grad_ys)
+        else:
+            grads = gradients(loss, var_list, grad_ys=grad_ys)
         if gate_gradients == self.GATE_GRAPH:
             # No gradient is available before all of them are.
             grads = tuple_(grads)
