@@ -82,6 +82,7 @@ from . import layers  # noqa: F401
 from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
+from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 
 mod = floormod
 newaxis = None

@@ -24,6 +24,8 @@ import argparse
 import contextlib
 import os
 import runpy
+import shutil
+import subprocess
 import sys
 
 __all__ = ["load_graph", "main"]
@@ -122,7 +124,48 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--fetch", action="append",
                    help="with --partition: an op or tensor name to compute (repeatable)")
     v.set_defaults(func=_viz)
+    m = sub.add_parser("mpirun", help="run a script on N MPI ranks on this host "
+                                      "(ConfigProto(partition_mode='mpi'))")
+    m.add_argument("-n", "--np", type=int, required=True, dest="ranks",
+                   help="number of ranks (tasks)")
+    m.add_argument("script", help="the Python script")
+    m.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    m.set_defaults(func=_mpirun)
     return parser
+
+
+def mpirun_command(ranks: int, argv: list) -> list:
+    """The ``mpiexec`` command line that runs ``argv`` (after the Python interpreter)
+    on ``ranks`` ranks of this host: more ranks than cores allowed, the other ranks kept
+    alive when one dies (the Session reports it), this interpreter on every rank::
+
+        subprocess.call(mpirun_command(2, ["script.py"]), env=mpirun_env())
+    """
+    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
+        shutil.which("mpiexec")
+    if exe is None:
+        raise FileNotFoundError("mpiexec not found: pip install 'dataflow[mpi]'")
+    return [exe, "-n", str(ranks), "--oversubscribe", "--enable-recovery",
+            "--bind-to", "none", sys.executable, "-u"] + list(argv)
+
+
+def mpirun_env(environ=None) -> dict:
+    """The environment for :func:`mpirun_command`: Open MPI refuses to run as root
+    unless told that it is meant."""
+    env = dict(os.environ if environ is None else environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return env
+
+
+def _mpirun(args) -> int:
+    try:
+        cmd = mpirun_command(args.ranks, [args.script] + list(args.args))
+    except FileNotFoundError as e:
+        print(f"dataflow mpirun: {e}", file=sys.stderr)
+        return 2
+    return subprocess.call(cmd, env=mpirun_env())
 
 
 def main(argv=None) -> int:
