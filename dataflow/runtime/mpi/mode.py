@@ -61,6 +61,7 @@ _LIVENESS_S = 0.05          # how often a waiting rank 0 checks that its peers l
 _steps = itertools.count(1)  # step numbers, unique in this process (tags come from them)
 _sessions = itertools.count(1)
 _LOST: set = set()           # ranks that died or stopped answering
+_OWING: dict = {}            # rank -> when it was cancelled without answering yet
 
 
 def task_device(task: int) -> str:
@@ -92,15 +93,20 @@ class _Control:
         self.MPI = w.MPI
         self._status = w.MPI.Status()
         self._lock = threading.Lock()
+        self._in_flight: list = []
 
     def send(self, rank: int, obj):
+        """Send ``obj`` to ``rank`` without waiting for it to be received (a rank that
+        hangs must not hang the sender): the request and its buffers are kept until done."""
         data, buffers = dumps(obj)
         head = pickle.dumps((data, [b.nbytes for b in buffers]), pickle.HIGHEST_PROTOCOL)
         byte = self.MPI.BYTE
         with self._lock:
-            self.comm.Send([head, byte], rank, _CONTROL)
-            for b in buffers:
-                self.comm.Send([b, byte], rank, _BUFFERS)
+            self._in_flight = [(r, b) for r, b in self._in_flight if not r.Test()]
+            for tag, buf in [(_CONTROL, head)] + [(_BUFFERS, b) for b in buffers]:
+                request = self.comm.Isend([buf, byte], rank, tag)
+                if not request.Test():
+                    self._in_flight.append((request, buf))
 
     def poll(self, source=None):
         """``(source, message)`` if one has arrived, else None."""
@@ -162,9 +168,9 @@ class _Client:
         return cls._instance
 
     def shutdown(self):
-        """Tell every other rank to exit (at interpreter exit)."""
+        """Tell every other rank that lives to exit (at interpreter exit)."""
         for r in range(1, self.w.size):
-            if r not in _LOST:
+            if self.w.alive(r):
                 try:
                     self.control.send(r, ("exit",))
                 except Exception:  # noqa: BLE001 - a dead peer: nothing to tell
@@ -203,6 +209,7 @@ class MpiMode:
         client = self.client
         remote = {rank_of_device(t.device): t for t in tasks}
         local = remote.pop(0, None)
+        _settle_owing(client, remote)
         for r in remote:
             if r >= client.w.size:
                 raise errors.InvalidArgumentError(
@@ -256,6 +263,26 @@ class MpiMode:
 
 
 _program_ids = itertools.count(1)
+
+
+def _settle_owing(client, remote):
+    """Before a step, wait (up to CANCEL_GRACE_S after their cancel) for the answers the
+    ranks of ``remote`` still owe to an earlier cancelled step; a rank that never
+    answers is lost (it hangs)."""
+    owing = [r for r in remote if r in _OWING]
+    if not owing:
+        return
+    watcher = _StepRun(client, 0, set(), None)
+    while any(r in _OWING for r in owing):
+        if not watcher.watch():
+            time.sleep(0.0005)
+        now = time.monotonic()
+        for r in owing:
+            since = _OWING.get(r)
+            if since is not None and (now - since > CANCEL_GRACE_S
+                                      or not client.w.alive(r)):
+                _OWING.pop(r)
+                _LOST.add(r)
 
 
 def _close_remote(client, sid):
@@ -316,6 +343,7 @@ class _StepRun:
     def _answer(self, source, msg):
         kind, step = msg[0], msg[1]
         if step != self.step or source not in self.pending:
+            _OWING.pop(source, None)
             return    # a late answer to a step that is over
         self.pending.discard(source)
         if kind == "done":
@@ -359,13 +387,15 @@ class _StepRun:
             now = time.monotonic()
             if self.error is not None and grace_until is None:
                 grace_until = now + CANCEL_GRACE_S
-            if self.deadline is not None and now > self.deadline and grace_until is None:
-                self._fail(errors.DeadlineExceededError(
-                    None, None, "Timed out waiting for the tasks of this step "
-                    f"(RunOptions.timeout_in_ms); still running: tasks {sorted(self.pending)}"))
-                grace_until = now + CANCEL_GRACE_S
-            if grace_until is not None and now > grace_until:
-                _LOST.update(self.pending)   # they did not answer the cancel
+            if self.deadline is not None and now > self.deadline:
+                if grace_until is None:
+                    self._fail(errors.DeadlineExceededError(
+                        None, None, "Timed out waiting for the tasks of this step (RunOptions"
+                        f".timeout_in_ms); still running: tasks {sorted(self.pending)}"))
+                grace_until = now    # past the deadline: raise now, settle them later
+            if grace_until is not None and now >= grace_until:
+                for r in self.pending:   # they owe an answer to the cancel
+                    _OWING[r] = now
                 break
             if not got:
                 time.sleep(0.0002)

@@ -39,7 +39,7 @@ INLINE_BYTES = 512            # arrays up to this size travel inside their heade
 BASE_TAG = 16
 STEP_TAGS = 1 << 20
 _DEAD, _INLINE, _BUFFER, _OBJECT = range(4)
-_SPIN_S = 0.0005              # a waiter polls without sleeping this long, then backs off
+_SPIN_S = 0.02                # a waiter polls without sleeping this long (as MPI does), then naps
 _MAX_NAP_S = 0.001
 
 
@@ -111,12 +111,13 @@ class PumpingQueue:
                 return get_nowait()
             except queue.Empty:
                 pass
-            if pump():
-                idle_since = None
-                continue
+            busy = pump()
             now = time.monotonic()
             if limit is not None and now >= limit:
                 raise queue.Empty
+            if busy:
+                idle_since = None
+                continue
             if idle_since is None:
                 idle_since = now
             elif now - idle_since > _SPIN_S:
