@@ -244,7 +244,7 @@ def launch(ranks, part, args):
         cmd = mpirun_command(ranks, ["-m", "benchmarks.distributed", "--part", part,
                                      "--repeats", str(args.repeats), "--n", str(args.n),
                                      "--json", path])
-        subprocess.run(cmd, env=mpirun_env(), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, env=mpirun_env(ranks=ranks), check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)
 

@@ -26,8 +26,8 @@ def launch(tmp_path, ranks, *args):
     """Run tests/mpi/main.py on ``ranks`` ranks; returns rank 0's pickled results."""
     out = tmp_path / "results.pkl"
     cmd = mpirun_command(ranks, [MAIN, args[0], str(out)] + [str(a) for a in args[1:]])
-    proc = subprocess.run(cmd, env=mpirun_env(), cwd=ROOT, capture_output=True, text=True,
-                          timeout=LAUNCH_TIMEOUT_S)
+    proc = subprocess.run(cmd, env=mpirun_env(ranks=ranks), cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
     with open(out, "rb") as f:
         return pickle.load(f)
@@ -135,6 +135,8 @@ def test_mpirun_wraps_mpiexec_for_one_host():
     assert cmd[1:3] == ["-n", "4"]
     assert "--oversubscribe" in cmd and "--enable-recovery" in cmd
     assert cmd[-3:] == ["-u", "script.py", "--flag"] and cmd[-4] == sys.executable
-    env = mpirun_env({})
+    env = mpirun_env({}, ranks=4)
     if os.geteuid() == 0:
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert env["OPENBLAS_NUM_THREADS"] == str(max(1, os.cpu_count() // 4))
+    assert mpirun_env({"OMP_NUM_THREADS": "3"}, ranks=4)["OMP_NUM_THREADS"] == "3"

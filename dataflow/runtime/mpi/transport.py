@@ -22,6 +22,7 @@ large arrays before receiving never wait on each other.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import queue
 import threading
@@ -39,8 +40,23 @@ INLINE_BYTES = 512            # arrays up to this size travel inside their heade
 BASE_TAG = 16
 STEP_TAGS = 1 << 20
 _DEAD, _INLINE, _BUFFER, _OBJECT = range(4)
-_SPIN_S = 0.02                # a waiter polls without sleeping this long (as MPI does), then naps
+# A waiter polls without sleeping for a while (as MPI's blocking calls do), then naps,
+# each nap a quarter of the time waited so far (at most _MAX_NAP_S). Spinning answers
+# fastest while every rank has a core; with more ranks on a host than cores the spinner
+# takes the CPU from the rank it waits for, so the spin is short then.
+# DATAFLOW_MPI_SPIN_US overrides both.
+_SPIN_CORES_S = 0.02
+_SPIN_SHARED_S = 0.0001
 _MAX_NAP_S = 0.001
+
+
+def spin_seconds(world) -> float:
+    """How long a waiter of ``world`` spins before it naps."""
+    if "DATAFLOW_MPI_SPIN_US" in os.environ:
+        return float(os.environ["DATAFLOW_MPI_SPIN_US"]) * 1e-6
+    host = os.uname().nodename
+    here = sum(1 for h, _ in world.places if h == host)
+    return _SPIN_CORES_S if here <= (os.cpu_count() or 1) else _SPIN_SHARED_S
 
 
 def step_tag(step: int) -> int:
@@ -105,6 +121,7 @@ class PumpingQueue:
         limit = None if timeout is None else time.monotonic() + timeout
         get_nowait = self._queue.get_nowait
         pump = self._endpoint.pump
+        spin = self._endpoint.spin_s
         idle_since = None
         while True:
             try:
@@ -120,7 +137,7 @@ class PumpingQueue:
                 continue
             if idle_since is None:
                 idle_since = now
-            elif now - idle_since > _SPIN_S:
+            elif now - idle_since > spin:
                 time.sleep(min(_MAX_NAP_S, (now - idle_since) / 4))
 
 
@@ -144,6 +161,7 @@ class Endpoint:
         self._closed_through = 0
         self._in_flight: list = []       # (request, buffer) of sends not yet complete
         self.on_idle = None
+        self.spin_s = spin_seconds(world)
 
     # -- steps ---------------------------------------------------------------------------------
     def rendezvous(self, step: int) -> MpiRendezvous:
