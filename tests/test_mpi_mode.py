@@ -106,6 +106,17 @@ def test_a_hung_or_killed_rank_fails_the_step_and_leaves_no_process(tmp_path):
         assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
 
 
+def test_serving_ranks_exit_when_rank_0_fails(tmp_path):
+    """Rank 0 raises before any step: the serving ranks are told to exit, so mpiexec
+    returns (MPI's finalize would otherwise wait for them forever)."""
+    start = time.monotonic()
+    cmd = mpirun_command(3, [MAIN, "crash", str(tmp_path / "none.pkl")])
+    proc = subprocess.run(cmd, env=mpirun_env(ranks=3), cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    assert "rank 0 fails before running a step" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
 def test_random_programs_on_three_tasks_agree_with_the_spec(tmp_path):
     seed = int(os.environ.get("DATAFLOW_TEST_SEED", "0")) % 1000
     results = launch(tmp_path, 3, "random", 25, seed)

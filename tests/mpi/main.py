@@ -146,6 +146,8 @@ def main():
         mpi_session()          # serves rank 0's sessions, then ends this process
         raise AssertionError("a serving rank returned from Session()")
     mode, path = sys.argv[1], sys.argv[2]
+    if mode == "crash":
+        raise RuntimeError("rank 0 fails before running a step")
     if mode == "scenarios":
         results = {name: fn(mpi_session) for name, fn in SCENARIOS.items()}
         results.update(faults())

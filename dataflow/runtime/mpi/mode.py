@@ -30,6 +30,7 @@ time).
 from __future__ import annotations
 
 import atexit
+import functools
 import io
 import itertools
 import pickle
@@ -73,6 +74,7 @@ def task_device(task: int) -> str:
     return f"/job:worker/replica:0/task:{task}/device:CPU:0"
 
 
+@functools.lru_cache(maxsize=1024)
 def rank_of_device(name: str) -> int:
     """The rank that runs device ``name`` (its task; no task: 0).
 
@@ -158,8 +160,6 @@ class _Client:
         self.w = world()
         self.control = _Control(self.w)
         self.endpoint = Endpoint(self.w, rank_of_device)
-        self.inbox: deque = deque()
-        atexit.register(self.shutdown)
 
     @classmethod
     def get(cls):
@@ -444,6 +444,8 @@ def serve(config) -> None:
         if msg is None:
             idle = 0 if endpoint.pump() else idle + 1    # drop values of steps that are over
             time.sleep(0 if idle < 200 else 0.001)
+            if idle % 500 == 499 and not w.alive(0):
+                break     # rank 0 is gone without saying goodbye (same host: its pid)
             continue
         idle = 0
         body = msg[1]
@@ -512,6 +514,15 @@ def _name_task(packed, rank):
     if packed[0] != "op" or packed[1] == "CancelledError":
         return packed
     return packed[:2] + (f"{packed[2]} (on task {rank}: {task_device(rank)})",) + packed[3:]
+
+
+@atexit.register
+def _goodbye():
+    """At rank 0's exit (an error too), tell the serving ranks to exit: MPI's finalize
+    waits for every rank, so they must not wait for rank 0."""
+    from .world import _WORLD
+    if _WORLD and _WORLD[0].rank == 0 and _WORLD[0].size > 1:
+        _Client.get().shutdown()
 
 
 def _run_needs_a_session(tasks, rendezvous, deadline, pool=None):
