@@ -244,7 +244,9 @@ def launch(ranks, part, args):
         cmd = mpirun_command(ranks, ["-m", "benchmarks.distributed", "--part", part,
                                      "--repeats", str(args.repeats), "--n", str(args.n),
                                      "--json", path])
-        subprocess.run(cmd, env=mpirun_env(ranks=ranks), check=True, stdout=subprocess.DEVNULL)
+        # One BLAS thread per task for every K: weak scaling gives each task the same share.
+        single = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        subprocess.run(cmd, env=mpirun_env(dict(os.environ, **single), ranks=ranks), check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)
 

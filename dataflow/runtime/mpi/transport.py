@@ -42,8 +42,10 @@ STEP_TAGS = 1 << 20
 _DEAD, _INLINE, _BUFFER, _OBJECT = range(4)
 # A waiter polls without sleeping for a while (as MPI's blocking calls do), then naps,
 # each nap a quarter of the time waited so far (at most _MAX_NAP_S). Spinning answers
-# fastest while every rank has a core; with more ranks on a host than cores the spinner
-# takes the CPU from the rank it waits for, so the spin is short then.
+# fastest while every rank has a core to itself; when the ranks (and whatever else runs)
+# share the cores, the spinner takes the CPU from the rank it waits for: on 2 shared
+# cores the 2-task scalar loop ran 195 µs/iteration spinning 20 ms, 85 µs napping at
+# once. So the spin is long only when the host's ranks fill at most half its cores.
 # DATAFLOW_MPI_SPIN_US overrides both.
 _SPIN_CORES_S = 0.02
 _SPIN_SHARED_S = 0.0001
@@ -56,7 +58,7 @@ def spin_seconds(world) -> float:
         return float(os.environ["DATAFLOW_MPI_SPIN_US"]) * 1e-6
     host = os.uname().nodename
     here = sum(1 for h, _ in world.places if h == host)
-    return _SPIN_CORES_S if here <= (os.cpu_count() or 1) else _SPIN_SHARED_S
+    return _SPIN_CORES_S if 2 * here <= (os.cpu_count() or 1) else _SPIN_SHARED_S
 
 
 def step_tag(step: int) -> int:
