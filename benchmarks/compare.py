@@ -3,7 +3,8 @@
     python -m benchmarks.compare [--repeats 7] [--quick] [--no-frameworks]
                                  [--only kernels|fusion|training|frameworks] [--isolated]
 
-    python -m benchmarks.compare --only frameworks --isolated --repeats 5
+    python -m benchmarks.compare --only frameworks --isolated --repeats 5 [--threads 1]
+                                 [--workloads convnet_step,conv2d_fwd,conv2d_bwd]
 
 Sections:
 
@@ -16,7 +17,10 @@ Sections:
   with the compiled kernels and fusion ("after") and with the NumPy reference kernels
   and no fusion ("before"), next to hand-written NumPy;
 * the same workloads in the other frameworks that import in this process (the
-  optional ``compare`` extra), with ratios to ours.
+  optional ``compare`` extra), with ratios to ours, plus convolution: one Adam step
+  (dropout on) of ``examples/tf1/convnet.py`` on a batch of 64 digits -- TF1 runs the
+  very same program source -- and a ``[64, 8, 8, 16] * [3, 3, 16, 32]`` SAME conv2d
+  forward and backward (both backprops).
 
 Every figure is a median of interleaved repeats: the machine is shared and noisy.
 
@@ -24,7 +28,10 @@ By default the frameworks section runs every column in this one process, interle
 TF, JAX and PyTorch keep thread pools that go on spinning and slow whatever runs next,
 so for fair standalone figures pass ``--isolated``: each column (dataflow, NumPy, TF1,
 JAX, PyTorch) then runs in its own fresh subprocess (``--worker COLUMN``, medians sent
-back as JSON on stdout), one column after another.
+back as JSON on stdout), one column after another. ``--threads N`` (with ``--isolated``)
+caps each worker's BLAS, Numba, TF and PyTorch threads at ``N``: on a small shared
+machine multi-threaded BLAS spinning against other processes made the small convnet
+GEMMs up to 80x slower (4.6 ms against 396 ms per convnet step, one thread against all).
 """
 from __future__ import annotations
 
@@ -92,7 +99,17 @@ def ours_workloads(config=None, quick=False) -> dict:
         "mlp_adam_step": workloads.make_mlp_adam_step(config=config)[0],
         "rnn_loop": workloads.make_rnn_loop(config=config)[0],
         "rnn_grad": workloads.make_rnn_grad(config=config)[0],
+        **ours_conv_workloads(config),
     }
+
+
+def ours_conv_workloads(config=None) -> dict:
+    def session(g):
+        return df.Session(graph=g, config=config)
+    program = workloads.load_tf1_example("convnet")
+    return {"convnet_step": workloads.make_convnet_step(program, session),
+            "conv2d_fwd": workloads.make_conv2d(df, session),
+            "conv2d_bwd": workloads.make_conv2d(df, session, backward=True)}
 
 
 def _work_units(name, quick):
@@ -129,7 +146,8 @@ def training_section(repeats: int, quick: bool) -> str:
     return "\n".join(head + rows)
 
 
-WORKLOADS = ("chain", "matmul", "mlp_adam_step", "rnn_loop", "rnn_grad")
+WORKLOADS = ("chain", "matmul", "mlp_adam_step", "rnn_loop", "rnn_grad", "convnet_step",
+             "conv2d_fwd", "conv2d_bwd")
 COLUMNS = ("dataflow", "NumPy") + tuple(frameworks.FRAMEWORKS)
 
 
@@ -143,27 +161,31 @@ def numpy_workloads(quick=False) -> dict:
         "mlp_adam_step": workloads.make_mlp_adam_step()[1],
         "rnn_loop": workloads.make_rnn_loop()[1],
         "rnn_grad": workloads.make_rnn_grad()[1],
+        "conv2d_fwd": workloads.numpy_conv2d_forward(),
     }
 
 
 def column_workloads(column: str, quick=False) -> dict:
     """``{workload: callable}`` of one table column; ``{}`` if that framework is missing."""
     if column == "dataflow":
-        return ours_workloads(quick=quick)
+        n = frameworks.threads()
+        config = df.ConfigProto(inter_op_parallelism_threads=n,
+                                intra_op_parallelism_threads=n) if n else None
+        return ours_workloads(config=config, quick=quick)
     if column == "NumPy":
         return numpy_workloads(quick)
     return {} if quick else frameworks.FRAMEWORKS[column]()
 
 
 def _inner(name):
-    return 10 if name == "mlp_adam_step" else 1
+    return 10 if name in ("mlp_adam_step", "convnet_step", "conv2d_fwd", "conv2d_bwd") else 1
 
 
 def _times_in_process(columns, repeats, quick) -> dict:
     """``{column: {workload: median s}}``, all columns in this process, interleaved."""
     fns = {c: column_workloads(c, quick) for c in columns}
     times = {c: {} for c, d in fns.items() if d}
-    for name in WORKLOADS:
+    for name in selected_workloads():
         med = _median_times({c: d[name] for c, d in fns.items() if name in d},
                             repeats, _inner(name))
         for c, t in med.items():
@@ -171,19 +193,40 @@ def _times_in_process(columns, repeats, quick) -> dict:
     return times
 
 
+def selected_workloads() -> tuple:
+    """The workloads of the frameworks table: all, or those named by ``--workloads``
+    (``COMPARE_WORKLOADS``, comma-separated, passed on to the workers)."""
+    names = os.environ.get("COMPARE_WORKLOADS")
+    if not names:
+        return WORKLOADS
+    chosen = tuple(n for n in WORKLOADS if n in names.split(","))
+    unknown = set(names.split(",")) - set(WORKLOADS)
+    if unknown:
+        raise SystemExit(f"unknown workloads {sorted(unknown)}; choose from {WORKLOADS}")
+    return chosen
+
+
 def _column_worker(column, repeats, quick) -> dict:
     """Body of ``--worker COLUMN``: that column's medians, one workload at a time."""
     fns = column_workloads(column, quick)
+    chosen = selected_workloads()
     return {name: _median_times({name: fn}, repeats, _inner(name))[name]
-            for name, fn in fns.items()}
+            for name, fn in fns.items() if name in chosen}
 
 
-def _times_isolated(columns, repeats, quick) -> dict:
+THREAD_VARIABLES = ("COMPARE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def _times_isolated(columns, repeats, quick, threads=None) -> dict:
     """Like :func:`_times_in_process`, but each column in a fresh Python process
-    (``python -m benchmarks.compare --worker COLUMN``), medians back as JSON."""
+    (``python -m benchmarks.compare --worker COLUMN``), medians back as JSON; with
+    ``threads``, each worker's thread pools are capped at that many threads."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [root, os.environ.get("PYTHONPATH")])))
+    if threads:
+        env.update({var: str(threads) for var in THREAD_VARIABLES})
     times = {}
     for c in columns:
         cmd = [sys.executable, "-m", "benchmarks.compare", "--worker", c,
@@ -200,17 +243,19 @@ def _times_isolated(columns, repeats, quick) -> dict:
 
 
 def frameworks_section(repeats: int, quick: bool, with_frameworks: bool,
-                       isolated: bool = False) -> str:
+                       isolated: bool = False, threads: int | None = None) -> str:
     columns = COLUMNS if with_frameworks and not quick else COLUMNS[:2]
-    measure = _times_isolated if isolated else _times_in_process
-    times = measure(columns, repeats, quick)
+    if isolated:
+        times = _times_isolated(columns, repeats, quick, threads)
+    else:
+        times = _times_in_process(columns, repeats, quick)
     cols = [c for c in columns if c in times]
     head = ["| workload | unit | " + " | ".join(cols) + " | " +
             " | ".join(f"{c} / dataflow" for c in cols[1:]) + " |",
             "|---|---|" + "---|" * (2 * len(cols) - 1)]
     rows = []
     ours = times["dataflow"]
-    for name in WORKLOADS:
+    for name in selected_workloads():
         unit, amount = _work_units(name, quick)
         cells = [_fmt(times[c][name], amount) if name in times[c] else "-" for c in cols]
         # Ratios as "how many times faster than that column" is dataflow (>1: we win).
@@ -223,7 +268,8 @@ def frameworks_section(repeats: int, quick: bool, with_frameworks: bool,
                " (No other framework importable here: install the `compare` extra.)"))
     if isolated:
         note += ("\nEach column was measured in its own fresh process (one after another), "
-                 "not interleaved with the others: no framework shares a process with another.")
+                 "not interleaved with the others: no framework shares a process with another."
+                 + (f" Threads per framework: {threads}." if threads else ""))
     return "\n".join(head + rows) + "\n\n" + note
 
 
@@ -237,8 +283,18 @@ def main(argv=None):
                     help="print one section")
     ap.add_argument("--isolated", action="store_true",
                     help="frameworks section: each column in its own fresh process")
+    ap.add_argument("--threads", type=int,
+                    help="with --isolated: cap each framework's threads (BLAS, Numba, TF, "
+                         "PyTorch) at this many")
+    ap.add_argument("--workloads", help="frameworks section: only these workloads "
+                    f"(comma-separated, of {','.join(WORKLOADS)})")
     ap.add_argument("--worker", choices=COLUMNS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.workloads:  # an environment variable, so that --isolated workers see it too
+        os.environ["COMPARE_WORKLOADS"] = args.workloads
+        selected_workloads()
+    if args.threads and not args.isolated:
+        ap.error("--threads needs --isolated (thread pools are sized when a process starts)")
     if args.worker:  # one column of the frameworks table, for --isolated: JSON on stdout
         print(json.dumps(_column_worker(args.worker, args.repeats, args.quick)), flush=True)
         return
@@ -251,7 +307,7 @@ def main(argv=None):
         ("Training workloads before/after the compiled kernels",
          lambda: training_section(args.repeats, args.quick)),
         ("Across frameworks", lambda: frameworks_section(
-            args.repeats, args.quick, not args.no_frameworks, args.isolated)),
+            args.repeats, args.quick, not args.no_frameworks, args.isolated, args.threads)),
     ]
     keys = ["kernels", "fusion", "training", "frameworks"]
     for key, (title, fn) in zip(keys, sections):

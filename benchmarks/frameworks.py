@@ -9,6 +9,8 @@ callables compute the same thing as the dataflow versions in :mod:`benchmarks.co
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from . import workloads
@@ -37,7 +39,20 @@ def rnn_inputs(batch=32, hidden=256, seed=0):
     return workloads.rnn_data(batch, hidden, seed)
 
 
+def threads():
+    """The thread cap of ``compare --threads N`` (``COMPARE_THREADS``), or None: all cores."""
+    value = os.environ.get("COMPARE_THREADS")
+    return int(value) if value else None
+
+
 # -- TensorFlow 1.x graph mode (control flow v1), as a TF1 user would write it ----------------
+def _tf_session(v1, graph):
+    n = threads()
+    config = v1.ConfigProto(intra_op_parallelism_threads=n,
+                            inter_op_parallelism_threads=n) if n else None
+    return v1.Session(graph=graph, config=config)
+
+
 def tensorflow_workloads():
     try:
         import tensorflow as tf
@@ -52,7 +67,7 @@ def tensorflow_workloads():
     with g.as_default():
         a, b, c = (v1.placeholder(tf.float32, [CHAIN_N]) for _ in range(3))
         chain = tf.tanh(a * b + c) * 0.5 + a
-    sess = v1.Session(graph=g)
+    sess = _tf_session(v1, g)
     feed = dict(zip((a, b, c), chain_inputs()))
     out["chain"] = lambda: sess.run(chain, feed)
 
@@ -60,7 +75,7 @@ def tensorflow_workloads():
     with g.as_default():
         ma, mb = (v1.placeholder(tf.float32, [MATMUL_N, MATMUL_N]) for _ in range(2))
         prod = tf.matmul(ma, mb)
-    msess = v1.Session(graph=g)
+    msess = _tf_session(v1, g)
     mfeed = dict(zip((ma, mb), matmul_inputs()))
     out["matmul"] = lambda: msess.run(prod, mfeed)
 
@@ -79,7 +94,7 @@ def tensorflow_workloads():
         loss = tf.reduce_mean(v1.nn.softmax_cross_entropy_with_logits_v2(labels=y, logits=h))
         step = v1.train.AdamOptimizer(0.001).minimize(loss)
         init_op = v1.global_variables_initializer()
-    tsess = v1.Session(graph=g)
+    tsess = _tf_session(v1, g)
     tsess.run(init_op)
     out["mlp_adam_step"] = lambda: tsess.run(step, {x: data, y: labels})
 
@@ -91,7 +106,7 @@ def tensorflow_workloads():
         _, hT = v1.while_loop(lambda i, h: i < 1000,
                               lambda i, h: (i + 1, tf.tanh(tf.matmul(h, wt) + xt)),
                               (0, tf.constant(h0)))
-    rsess = v1.Session(graph=g)
+    rsess = _tf_session(v1, g)
     out["rnn_loop"] = lambda: rsess.run(hT, {xt: xin})
 
     g = tf.Graph()
@@ -102,8 +117,15 @@ def tensorflow_workloads():
                               lambda i, h: (i + 1, tf.tanh(tf.matmul(h, wp) + xg)),
                               (0, tf.constant(h0)))
         (grad_w,) = v1.gradients(tf.reduce_sum(hg), [wp])
-    gsess = v1.Session(graph=g)
+    gsess = _tf_session(v1, g)
     out["rnn_grad"] = lambda: gsess.run(grad_w, {wp: w, xg: xin})
+
+    def session(graph):
+        return _tf_session(v1, graph)
+    program = workloads.load_tf1_example("convnet", "import tensorflow.compat.v1 as tf")
+    out["convnet_step"] = workloads.make_convnet_step(program, session)
+    out["conv2d_fwd"] = workloads.make_conv2d(v1, session)
+    out["conv2d_bwd"] = workloads.make_conv2d(v1, session, backward=True)
     return out
 
 
@@ -181,6 +203,8 @@ def torch_workloads():
     except ImportError:
         return {}
     out = {}
+    if threads():
+        torch.set_num_threads(threads())
     torch.set_grad_enabled(False)
     a, b, c = (torch.from_numpy(v) for v in chain_inputs())
     out["chain"] = lambda: torch.tanh(a * b + c) * 0.5 + a
@@ -205,6 +229,47 @@ def torch_workloads():
         return wg.grad
     out["rnn_grad"] = rnn_grad
     out["mlp_adam_step"] = _torch_mlp_step(torch)
+    out.update(_torch_conv(torch))
+    return out
+
+
+def _torch_conv(torch):
+    """conv2d forward/backward and the convnet's Adam step, in PyTorch's NCHW layout (the
+    data are transposed once, outside the timing)."""
+    import torch.nn.functional as F
+    xn, wn, dyn = workloads.conv_data()
+    x, w, dy = (torch.from_numpy(np.ascontiguousarray(a)) for a in (
+        xn.transpose(0, 3, 1, 2), wn.transpose(3, 2, 0, 1), dyn.transpose(0, 3, 1, 2)))
+    out = {"conv2d_fwd": lambda: F.conv2d(x, w, padding=1)}
+
+    def conv_bwd():
+        with torch.enable_grad():
+            xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+            F.conv2d(xg, wg, padding=1).backward(dy)
+        return xg.grad, wg.grad
+    out["conv2d_bwd"] = conv_bwd
+
+    data, labels = workloads.convnet_batch()
+    images = torch.from_numpy(data.reshape(-1, 1, 8, 8))
+    target = torch.from_numpy(labels)
+    rng = np.random.default_rng(0)
+    shapes = [(16, 1, 3, 3), (16,), (32, 16, 3, 3), (32,), (128, 128), (128,), (10, 128),
+              (10,)]
+    params = [torch.tensor((rng.standard_normal(s) * 0.1).astype(np.float32),
+                           requires_grad=True) for s in shapes]
+    opt = torch.optim.Adam(params, lr=1e-3)
+
+    def convnet_step():
+        w1, b1, w2, b2, w3, b3, w4, b4 = params
+        with torch.enable_grad():
+            h = F.max_pool2d(F.relu(F.conv2d(images, w1, b1, padding=1)), 2)
+            h = F.max_pool2d(F.relu(F.conv2d(h, w2, b2, padding=1)), 2)
+            h = F.dropout(F.relu(F.linear(h.reshape(-1, 128), w3, b3)), p=0.25)
+            loss = F.cross_entropy(F.linear(h, w4, b4), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    out["convnet_step"] = convnet_step
     return out
 
 

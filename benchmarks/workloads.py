@@ -7,6 +7,9 @@ script, so the figures in RESULTS.md come from the same code as the tests.
 """
 from __future__ import annotations
 
+import pathlib
+import types
+
 import numpy as np
 
 import dataflow as df
@@ -249,3 +252,82 @@ class _NumpyAdamMLP:
             v *= self.b2
             v += (1 - self.b2) * g * g
             p -= lr_t * m / (np.sqrt(v) + self.eps)
+
+
+# -- convolution: the examples/tf1/convnet.py training step and one conv2d layer -----------
+EXAMPLES_TF1 = pathlib.Path(__file__).resolve().parents[1] / "examples" / "tf1"
+CONV_SHAPES = {"x": (64, 8, 8, 16), "w": (3, 3, 16, 32)}   # a SAME 3x3 conv, 16 -> 32
+CONVNET_BATCH = 64
+
+
+def load_tf1_example(name, import_line=None):
+    """``examples/tf1/<name>.py`` as a module; ``import_line`` replaces its
+    ``import dataflow as tf`` (``"import tensorflow.compat.v1 as tf"`` runs the same
+    program on TensorFlow)."""
+    path = EXAMPLES_TF1 / f"{name}.py"
+    source = path.read_text()
+    if import_line is not None:
+        source = source.replace("import dataflow as tf\n", import_line + "\n")
+    module = types.ModuleType(f"tf1_{name}")
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    return module
+
+
+def conv_data(seed=0):
+    """Input, filter and output gradient of the benchmarked conv2d layer (float32)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(CONV_SHAPES["x"]).astype(np.float32)
+    w = rng.standard_normal(CONV_SHAPES["w"]).astype(np.float32) * 0.1
+    dy = rng.standard_normal(CONV_SHAPES["x"][:3] + CONV_SHAPES["w"][3:]).astype(np.float32)
+    return x, w, dy
+
+
+def convnet_batch(seed=0):
+    """A digits-shaped batch for the convnet step (synthetic: the cost does not depend on
+    the values)."""
+    rng = np.random.default_rng(seed)
+    return (rng.random((CONVNET_BATCH, 64)).astype(np.float32),
+            rng.integers(0, 10, CONVNET_BATCH).astype(np.int64))
+
+
+def make_convnet_step(program, session_factory, keep_prob=0.75):
+    """One Adam step (with dropout) of ``program`` (examples/tf1/convnet.py, loaded for
+    dataflow or TF) on :func:`convnet_batch`; ``session_factory(graph)`` opens the session."""
+    tf = program.tf
+    g = tf.Graph()
+    with g.as_default():
+        model = program.build_model()
+        init = tf.global_variables_initializer()
+    sess = session_factory(g)
+    sess.run(init)
+    x, labels = convnet_batch()
+    feed = {model["x"]: x, model["labels"]: labels, model["keep_prob"]: keep_prob}
+    return lambda: sess.run(model["train_op"], feed)
+
+
+def make_conv2d(tf, session_factory, backward=False):
+    """conv2d of :func:`conv_data` (SAME, stride 1): the forward op, or with ``backward``
+    both backprops (``gradients(y, [x, w], grad_ys=dy)``), written with ``tf``'s TF1 API."""
+    x, w, dy = conv_data()
+    g = tf.Graph()
+    with g.as_default():
+        px = tf.placeholder(tf.float32, x.shape)
+        pw = tf.placeholder(tf.float32, w.shape)
+        y = tf.nn.conv2d(px, pw, strides=[1, 1, 1, 1], padding="SAME")
+        out = tf.gradients(y, [px, pw], grad_ys=tf.constant(dy)) if backward else y
+    sess = session_factory(g)
+    feed = {px: x, pw: w}
+    return lambda: sess.run(out, feed)
+
+
+def numpy_conv2d_forward():
+    """The conv2d forward by hand in NumPy: 3x3 windows of the padded input, one tensordot."""
+    x, w, _ = conv_data()
+    kh, kw = w.shape[:2]
+
+    def run():
+        padded = np.pad(x, [(0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)])
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(1, 2))
+        return np.tensordot(windows, w, axes=([3, 4, 5], [2, 0, 1]))
+    return run

@@ -18,6 +18,7 @@ from .framework.convert import constant, convert_to_tensor  # noqa: F401
 from .framework.graph import (Graph, Operation, Tensor, control_dependencies,  # noqa: F401
                               device, get_default_graph, name_scope, reset_default_graph)
 from .framework.tensor_shape import TensorShape  # noqa: F401
+from .framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from . import ops  # noqa: F401  (registers op definitions and Tensor operators)
 from .ops.array_ops import (concat, expand_dims, fill, gather, identity, one_hot,  # noqa: F401
                             ones, ones_like, placeholder, placeholder_with_default, rank,
@@ -79,9 +80,12 @@ nn.bidirectional_dynamic_rnn = _bidirectional_dynamic_rnn
 from . import train  # noqa: F401
 from . import losses, metrics  # noqa: F401,E402
 from . import layers  # noqa: F401
-from .autodiff import NotDifferentiable, RegisterGradient, gradients  # noqa: F401
+from .autodiff import (NotDifferentiable, RegisterGradient, UnconnectedGradients,  # noqa: F401
+                       gradients)
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
+from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)
+from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 
 mod = floormod

@@ -13,10 +13,28 @@
   Send/Recv pairs and control loops. It partitions what ``--fetch`` names (op or
   tensor names), by default every op nothing else consumes; placeholders are fed.
 
+``dataflow memory TARGET [--fetch NAME ...] [--feed-shape NAME=D0,D1 ...]
+[--trip-count LOOP=N ...] [--svg OUT] [--top N]`` prints the static memory plan
+(:func:`dataflow.memory.plan`) of one run of ``--fetch`` (default: every op nothing
+else consumes) in the graph the script builds; placeholders are fed with their
+declared shapes, or the ones ``--feed-shape`` gives (``x=32,64``).
+
+``dataflow profile TARGET [-o trace.json] [--all] [-- ARGS ...]`` profiles a script:
+
+* it runs ``TARGET`` (a script or an example, as for ``viz``) as ``__main__`` with
+  ``ARGS`` (what follows ``--``) as its command line, and every ``Session.run`` during it is traced
+  (:func:`dataflow.runtime.step_stats.observe_steps`, as if each run had
+  ``RunOptions(trace_level=FULL_TRACE)``);
+* it writes the Chrome trace (:mod:`dataflow.timeline`) of the last run, or with
+  ``--all`` of every run on one time axis, to ``-o`` (default ``timeline.json``):
+  open it in ui.perfetto.dev or chrome://tracing.
+
 Example::
 
     dataflow viz examples/control_flow_demo.py -o demo.svg
     python -m dataflow viz digits_rnn --partition -o rnn.dot
+    dataflow memory my_model.py --fetch train_op --feed-shape x=128,784 --svg plan.svg
+    dataflow profile examples/control_flow_demo.py -o trace.json
 """
 from __future__ import annotations
 
@@ -111,6 +129,74 @@ def _viz(args) -> int:
     return 0
 
 
+def _parse_feed_shape(text: str):
+    name, _, dims = text.partition("=")
+    if not name or not dims:
+        raise SystemExit(f"dataflow memory: --feed-shape wants NAME=D0,D1,..., got {text!r}")
+    return name, [int(d) for d in dims.split(",") if d.strip()]
+
+
+def _memory(args) -> int:
+    import dataflow as df
+    graph = load_graph(args.target)
+    fetches = args.fetch or _sinks(graph)
+    shapes = {}
+    for op in graph.get_operations():
+        if op.type == "Placeholder" and op.outputs[0].shape.is_fully_defined():
+            shapes[op.outputs[0]] = op.outputs[0].shape
+    for text in args.feed_shape or []:
+        name, dims = _parse_feed_shape(text)
+        try:
+            shapes[graph.get_tensor_by_name(name if ":" in name else name + ":0")] = dims
+        except KeyError as e:
+            raise SystemExit(f"dataflow memory: --feed-shape {text!r}: {e.args[0]}") from None
+    counts = {}
+    for text in args.trip_count or []:
+        loop, _, n = text.partition("=")
+        counts[loop] = int(n)
+    try:
+        plan = df.memory.plan(fetches, feed_shapes=shapes, graph=graph, trip_counts=counts)
+    except df.errors.OpError as e:
+        print(f"dataflow memory: {e.message}\n(shapes: --feed-shape NAME=D0,D1,...; "
+              f"loops: --trip-count LOOP=N)", file=sys.stderr)
+        return 2
+    print(plan.summary(args.top))
+    if args.svg:
+        plan.to_svg(args.svg)
+        print(f"wrote {args.svg}", file=sys.stderr)
+    return 0
+
+
+def _profile(args) -> int:
+    from .runtime.step_stats import StepStats, observe_steps
+    from .timeline import Timeline
+    path = _resolve_target(args.target)
+    steps = []
+    argv = sys.argv
+    sys.argv = [path] + list(args.args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        with observe_steps(steps.append), contextlib.redirect_stdout(sys.stderr):
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.path.pop(0)
+        sys.argv = argv
+    if not steps:
+        print(f"dataflow profile: {path} ran no Session.run: nothing to trace",
+              file=sys.stderr)
+        return 1
+    stats = StepStats()
+    for step in steps if args.all else steps[-1:]:
+        stats.merge(step.dev_stats)
+    with open(args.output, "w") as f:
+        f.write(Timeline(stats).generate_chrome_trace_format())
+    nodes = sum(len(d.node_stats) for d in stats.dev_stats)
+    print(f"wrote {args.output}: {nodes} node executions on {len(stats.dev_stats)} "
+          f"device(s), {len(steps) if args.all else 1} of {len(steps)} run(s)",
+          file=sys.stderr)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataflow", description="dataflow tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,13 +210,32 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--fetch", action="append",
                    help="with --partition: an op or tensor name to compute (repeatable)")
     v.set_defaults(func=_viz)
-    m = sub.add_parser("mpirun", help="run a script on N MPI ranks on this host "
+    m = sub.add_parser("memory", help="print the static memory plan of a script's fetches")
+    m.add_argument("target", help="a Python script, or the name of a program in examples/")
+    m.add_argument("--fetch", action="append", help="an op or tensor name to run "
+                   "(repeatable; default: every op nothing else consumes)")
+    m.add_argument("--feed-shape", action="append",
+                   help="NAME=D0,D1,...: the shape fed to a placeholder (repeatable)")
+    m.add_argument("--trip-count", action="append",
+                   help="LOOP=N: a while loop's trip count (repeatable)")
+    m.add_argument("--svg", help="also draw the arena to this SVG file")
+    m.add_argument("--top", type=int, default=10, help="how many largest buffers to list")
+    m.set_defaults(func=_memory)
+    p = sub.add_parser("profile", help="run a script with every Session.run traced and "
+                                       "write a Chrome trace (Perfetto, chrome://tracing)")
+    p.add_argument("target", help="a Python script, or the name of a program in examples/")
+    p.add_argument("-o", "--output", default="timeline.json",
+                   help="the trace file to write (default: timeline.json)")
+    p.add_argument("--all", action="store_true",
+                   help="trace every run on one time axis (default: the last run only)")
+    p.set_defaults(func=_profile)
+    mp = sub.add_parser("mpirun", help="run a script on N MPI ranks on this host "
                                       "(ConfigProto(partition_mode='mpi'))")
-    m.add_argument("-n", "--np", type=int, required=True, dest="ranks",
+    mp.add_argument("-n", "--np", type=int, required=True, dest="ranks",
                    help="number of ranks (tasks)")
-    m.add_argument("script", help="the Python script")
-    m.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
-    m.set_defaults(func=_mpirun)
+    mp.add_argument("script", help="the Python script")
+    mp.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    mp.set_defaults(func=_mpirun)
     return parser
 
 
@@ -183,7 +288,14 @@ def _mpirun(args) -> int:
 
 def main(argv=None) -> int:
     """Entry point of the ``dataflow`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # ``dataflow profile SCRIPT -o t.json -- ARGS``: what follows ``--`` is the script's.
+    script_args = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
+    args.args = script_args
     return args.func(args)
 
 

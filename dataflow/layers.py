@@ -1,10 +1,11 @@
-"""``df.layers``: TF1's ``tf.layers`` (``tf.compat.v1.layers``) -- ``dense``, ``dropout``,
-``flatten`` and ``batch_normalization``, as functions and as layer classes.
+"""``df.layers``: TF1's ``tf.layers`` (``tf.compat.v1.layers``) -- ``dense``, ``conv2d``,
+``max_pooling2d``, ``average_pooling2d``, ``dropout``, ``flatten`` and
+``batch_normalization``, as functions and as layer classes.
 
 A layer makes its variables with ``get_variable`` in a variable scope named after it,
 made unique the TF1 way (``dense``, ``dense_1``...; ``name=`` gives the scope, and with
 ``reuse=True`` the same variables), so variables get TF1's names: ``dense/kernel``,
-``dense/bias``, ``batch_normalization/gamma``, ``beta``, ``moving_mean``,
+``dense/bias``, ``conv2d/kernel``, ``batch_normalization/gamma``, ``beta``, ``moving_mean``,
 ``moving_variance``. Its ops live in the name scope opened with that variable scope.
 ``batch_normalization(training=True)`` puts its moving-average updates in
 ``GraphKeys.UPDATE_OPS``; run them with the train op::
@@ -16,8 +17,8 @@ made unique the TF1 way (``dense``, ``dense_1``...; ``name=`` gives the scope, a
     with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
         train_op = tf.train.AdamOptimizer().minimize(loss)
 
->>> y = dense(placeholder(float32, [None, 3]), 2)
->>> [v.name for v in trainable_variables()]
+>>> y = dense(df.placeholder(df.float32, [None, 3]), 2)
+>>> [v.name for v in df.trainable_variables()]
 ['dense/kernel:0', 'dense/bias:0']
 """
 from __future__ import annotations
@@ -30,17 +31,21 @@ from . import dtypes as _dtypes
 from .control_flow import cond
 from .framework.convert import constant_value, convert_to_tensor
 from .framework.graph import Tensor, get_default_graph
-from .ops import array_ops, math_ops
+from .ops import array_ops, conv_ops, math_ops
 from .ops.init_ops import Ones, Zeros
+from .ops.nn_extra_ops import bias_add
 from .ops.random_ops import dropout as _nn_dropout
 from .ops.variable_scope import GraphKeys, get_variable, variable_scope
 
-__all__ = ["Layer", "Dense", "Dropout", "Flatten", "BatchNormalization", "dense",
-           "dropout", "flatten", "batch_normalization"]
+__all__ = ["Layer", "Dense", "Conv2D", "MaxPooling2D", "AveragePooling2D", "Dropout",
+           "Flatten", "BatchNormalization", "dense", "conv2d", "max_pooling2d",
+           "average_pooling2d", "dropout", "flatten", "batch_normalization"]
 
 
 def _snake_case(name):
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """A class name as TF's default layer name: ``MaxPooling2D`` -> ``max_pooling2d``."""
+    name = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 class Layer:
@@ -151,8 +156,11 @@ class Dense(Layer):
     """``outputs = activation(inputs @ kernel + bias)`` (``tf.layers.Dense``); inputs of
     rank > 2 are multiplied along their last dimension.
 
-    >>> layer = Dense(10, activation=relu)
+    >>> x = df.placeholder(df.float32, [None, 4])
+    >>> layer = Dense(10, activation=df.nn.relu)
     >>> y = layer(x)
+    >>> y.shape, layer.kernel.shape
+    (TensorShape([None, 10]), TensorShape([4, 10]))
     >>> layer.kernel.name
     'dense/kernel:0'
     """
@@ -196,21 +204,175 @@ class Dense(Layer):
             outputs.set_shape(inputs.shape.as_list()[:-1] + [self.units]
                               if rank is not None else None)
         if self.use_bias:
-            outputs = math_ops.add(outputs, self.bias, name="BiasAdd")
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        if self.activity_regularizer is not None:
-            loss = self.activity_regularizer(outputs)
-            if loss is not None:
-                get_default_graph().add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
-        return outputs
+            outputs = bias_add(outputs, self.bias)
+        return _activate(self, outputs)
+
+
+def _activate(layer, outputs):
+    """The layer's activation, then its activity regularizer's loss (to the collection)."""
+    if layer.activation is not None:
+        outputs = layer.activation(outputs)
+    if layer.activity_regularizer is not None:
+        loss = layer.activity_regularizer(outputs)
+        if loss is not None:
+            get_default_graph().add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+    return outputs
+
+
+def _pair_arg(value, what):
+    """An int or a pair of ints, as TF's layers accept for sizes, strides and rates."""
+    pair = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) for v in pair):
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. "
+                         f"Received: {value}")
+    return tuple(int(v) for v in pair)
+
+
+def _layer_padding(padding):
+    p = str(padding).lower()
+    if p not in ("valid", "same"):
+        raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. "
+                         f"Received: {padding}")
+    return p.upper()
+
+
+def _check_data_format(data_format):
+    if data_format not in ("channels_last", "channels_first"):
+        raise ValueError(f"The `data_format` argument must be one of "
+                         f"'channels_first', 'channels_last'. Received: {data_format}")
+    return data_format
+
+
+def _nhwc(layer, inputs, fn):
+    """Apply ``fn`` (an NHWC op) to ``inputs`` in the layer's data format: channels-first
+    inputs are transposed to NHWC and back (the kernels are NHWC only)."""
+    if layer.data_format == "channels_last":
+        return fn(inputs)
+    out = fn(array_ops.transpose(inputs, [0, 2, 3, 1]))
+    return array_ops.transpose(out, [0, 3, 1, 2])
+
+
+class Conv2D(Layer):
+    """2-D convolution layer (``tf.layers.Conv2D``): ``kernel`` of shape
+    ``kernel_size + [in_channels, filters]``, ``activation(conv2d(inputs, kernel) + bias)``.
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 1])
+    >>> layer = Conv2D(4, 3, padding="same", activation=tf.nn.relu)
+    >>> layer(images).shape.as_list()
+    [None, 8, 8, 4]
+    >>> layer.kernel.name, layer.kernel.shape.as_list()
+    ('conv2d/kernel:0', [3, 3, 1, 4])
+    """
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 data_format="channels_last", dilation_rate=(1, 1), activation=None,
+                 use_bias=True, kernel_initializer=None, bias_initializer=Zeros(),
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 trainable=True, name=None, **kwargs):
+        super().__init__(trainable=trainable, name=name, **kwargs)
+        self.filters = int(filters)
+        self.kernel_size = _pair_arg(kernel_size, "kernel_size")
+        self.strides = _pair_arg(strides, "strides")
+        self.padding = _layer_padding(padding)
+        self.data_format = _check_data_format(data_format)
+        self.dilation_rate = _pair_arg(dilation_rate, "dilation_rate")
+        if self.strides != (1, 1) and self.dilation_rate != (1, 1):
+            raise ValueError("strides > 1 not supported in conjunction with "
+                             "dilation_rate > 1")
+        self.activation, self.use_bias = activation, use_bias
+        self.kernel_initializer, self.bias_initializer = kernel_initializer, bias_initializer
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+        self.activity_regularizer = activity_regularizer
+        self.kernel = self.bias = None
+
+    def build(self, input_shape):
+        if input_shape.ndims != 4:
+            raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
+                             f"expected ndim=4, found ndim={input_shape.ndims}. "
+                             f"Full shape received: {input_shape}")
+        channels = input_shape[-1 if self.data_format == "channels_last" else 1]
+        if channels is None:
+            raise ValueError("The channel dimension of the inputs should be defined. "
+                             "Found `None`.")
+        self.kernel = self.add_weight("kernel", list(self.kernel_size) + [channels,
+                                                                          self.filters],
+                                      initializer=self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
+        if self.use_bias:
+            self.bias = self.add_weight("bias", [self.filters],
+                                        initializer=self.bias_initializer,
+                                        regularizer=self.bias_regularizer)
+
+    def call(self, inputs):
+        strides = [1, *self.strides, 1]
+        dilations = [1, *self.dilation_rate, 1]
+        outputs = _nhwc(self, inputs, lambda x: conv_ops.conv2d(
+            x, self.kernel, strides=strides, padding=self.padding, dilations=dilations,
+            name="Conv2D"))
+        if self.use_bias:
+            fmt = "NHWC" if self.data_format == "channels_last" else "NCHW"
+            outputs = bias_add(outputs, self.bias, data_format=fmt)
+        return _activate(self, outputs)
+
+
+class _Pooling2D(Layer):
+    """Shared by the 2-D pooling layers: ``pool_size``/``strides`` windows over H and W."""
+
+    _pool = None
+
+    def __init__(self, pool_size, strides, padding="valid", data_format="channels_last",
+                 name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pool_size = _pair_arg(pool_size, "pool_size")
+        self.strides = _pair_arg(strides, "strides")
+        self.padding = _layer_padding(padding)
+        self.data_format = _check_data_format(data_format)
+
+    def call(self, inputs):
+        if inputs.shape.ndims not in (None, 4):
+            raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
+                             f"expected ndim=4, found ndim={inputs.shape.ndims}.")
+        pool = type(self)._pool
+        return _nhwc(self, inputs, lambda x: pool(
+            x, ksize=[1, *self.pool_size, 1], strides=[1, *self.strides, 1],
+            padding=self.padding))
+
+
+class MaxPooling2D(_Pooling2D):
+    """The maximum of each ``pool_size`` window (``tf.layers.MaxPooling2D``).
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 4])
+    >>> MaxPooling2D(2, 2)(images).shape.as_list()
+    [None, 4, 4, 4]
+    """
+
+    _pool = staticmethod(conv_ops.max_pool)
+
+
+class AveragePooling2D(_Pooling2D):
+    """The mean of each ``pool_size`` window (``tf.layers.AveragePooling2D``; with
+    ``padding="same"`` the padding is left out of the mean).
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 4])
+    >>> AveragePooling2D(2, 2)(images).shape.as_list()
+    [None, 4, 4, 4]
+    """
+
+    _pool = staticmethod(conv_ops.avg_pool)
 
 
 class Dropout(Layer):
     """``tf.nn.dropout`` with ``rate`` when ``training`` (a bool or a bool tensor), the
     identity otherwise (``tf.layers.Dropout``).
 
-    >>> Dropout(0.3)(x, training=is_training)
+    >>> x = df.ones([4, 25])
+    >>> is_training = df.placeholder(df.bool, [])
+    >>> y = Dropout(0.3)(x, training=is_training)
+    >>> with df.Session() as sess:
+    ...     sess.run(y, {is_training: False}).sum()              # the identity
+    ...     bool((sess.run(y, {is_training: True}) == 0).any())  # some of 100 dropped
+    np.float32(100.0)
+    True
     """
 
     def __init__(self, rate=0.5, noise_shape=None, seed=None, name=None, **kwargs):
@@ -228,7 +390,9 @@ class Dropout(Layer):
 class Flatten(Layer):
     """``[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]`` (``tf.layers.Flatten``).
 
-    >>> Flatten()(images)            # [None, 8, 8, 1] -> [None, 64]
+    >>> images = df.placeholder(df.float32, [None, 8, 8, 1])
+    >>> Flatten()(images).shape
+    TensorShape([None, 64])
     """
 
     def __init__(self, data_format="channels_last", name=None, **kwargs):
@@ -259,8 +423,14 @@ class BatchNormalization(Layer):
     statistics. As TF1, a 4-D input (TF's fused kernel) updates the moving variance
     with the unbiased batch variance, other ranks with the biased one.
 
+    >>> x = df.constant([[1.0, 10.0], [3.0, 30.0]])
     >>> bn = BatchNormalization(momentum=0.9)
     >>> y = bn(x, training=True)
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     out, _ = sess.run([y, df.get_collection(df.GraphKeys.UPDATE_OPS)])
+    ...     sess.run(bn.moving_mean)
+    array([0.2, 2. ], dtype=float32)
     """
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
@@ -367,7 +537,12 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
           activity_regularizer=None, trainable=True, name=None, reuse=None):
     """A densely connected layer (``tf.layers.dense``).
 
-    >>> h = dense(x, 64, activation=relu)
+    >>> x = df.constant([[1.0, 2.0]])
+    >>> h = dense(x, 3, activation=df.nn.relu, kernel_initializer=df.ones_initializer())
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     sess.run(h)
+    array([[3., 3., 3.]], dtype=float32)
     """
     layer = Dense(units, activation=activation, use_bias=use_bias,
                   kernel_initializer=kernel_initializer, bias_initializer=bias_initializer,
@@ -377,11 +552,60 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     return layer.apply(inputs)
 
 
+def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+           data_format="channels_last", dilation_rate=(1, 1), activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=Zeros(), kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, trainable=True, name=None,
+           reuse=None):
+    """A 2-D convolution layer (``tf.layers.conv2d``): variables ``conv2d/kernel`` and
+    ``conv2d/bias``.
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 1])
+    >>> conv2d(images, 8, [3, 3], padding="same", activation=tf.nn.relu).name
+    'conv2d/Relu:0'
+    """
+    layer = Conv2D(filters, kernel_size, strides=strides, padding=padding,
+                   data_format=data_format, dilation_rate=dilation_rate, activation=activation,
+                   use_bias=use_bias, kernel_initializer=kernel_initializer,
+                   bias_initializer=bias_initializer, kernel_regularizer=kernel_regularizer,
+                   bias_regularizer=bias_regularizer,
+                   activity_regularizer=activity_regularizer, trainable=trainable, name=name,
+                   _scope=name, _reuse=reuse)
+    return layer.apply(inputs)
+
+
+def max_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    """2-D max pooling (``tf.layers.max_pooling2d``).
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 4])
+    >>> max_pooling2d(images, [2, 2], 2).name
+    'max_pooling2d/MaxPool:0'
+    """
+    return MaxPooling2D(pool_size, strides, padding=padding, data_format=data_format,
+                        name=name).apply(inputs)
+
+
+def average_pooling2d(inputs, pool_size, strides, padding="valid",
+                      data_format="channels_last", name=None):
+    """2-D average pooling (``tf.layers.average_pooling2d``).
+
+    >>> images = tf.placeholder(tf.float32, [None, 8, 8, 4])
+    >>> average_pooling2d(images, [2, 2], 2).name
+    'average_pooling2d/AvgPool:0'
+    """
+    return AveragePooling2D(pool_size, strides, padding=padding, data_format=data_format,
+                            name=name).apply(inputs)
+
+
 def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
     """Dropout applied only when ``training`` (``tf.layers.dropout``; note: ``rate`` is the
     fraction dropped, and ``training`` defaults to False).
 
-    >>> h = dropout(h, rate=0.5, training=is_training)
+    >>> h = df.ones([2, 3])
+    >>> df.Session().run(dropout(h, rate=0.5))      # training defaults to False
+    array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     layer = Dropout(rate, noise_shape=noise_shape, seed=seed, name=name)
     return layer.apply(inputs, training=training)
@@ -390,7 +614,9 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
 def flatten(inputs, name=None, data_format="channels_last"):
     """Flatten every dimension but the first (``tf.layers.flatten``).
 
-    >>> flat = flatten(images)
+    >>> images = df.zeros([2, 4, 4, 3])
+    >>> flatten(images).shape
+    TensorShape([2, 48])
     """
     return Flatten(name=name, data_format=data_format).apply(inputs)
 
@@ -403,7 +629,13 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
     """Batch normalization (``tf.layers.batch_normalization``); with ``training`` the
     moving averages' updates go to ``GraphKeys.UPDATE_OPS``.
 
-    >>> h = batch_normalization(h, training=is_training)
+    >>> h = df.constant([[0.0], [2.0]])
+    >>> y = batch_normalization(h, training=False)   # moving mean 0, variance 1
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     sess.run(y)
+    array([[0.       ],
+           [1.9990008]], dtype=float32)
     """
     layer = BatchNormalization(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
                                scale=scale, beta_initializer=beta_initializer,

@@ -5,7 +5,8 @@ losses), reduces them by ``reduction`` (default ``SUM_BY_NONZERO_WEIGHTS``: the 
 sum divided by the number of non-zero weights, 0 when there are none) and adds the result
 to the graph collection ``loss_collection`` (``"losses"``, TF1's ``GraphKeys.LOSSES``).
 
->>> loss = df.losses.sparse_softmax_cross_entropy(labels=y, logits=z)
+>>> z = df.constant([[0.0, 0.0], [0.0, 0.0]])
+>>> loss = df.losses.sparse_softmax_cross_entropy(labels=[0, 1], logits=z)
 >>> df.losses.get_losses() == [loss]
 True
 """
@@ -80,7 +81,10 @@ def compute_weighted_loss(losses, weights=1.0, scope=None, loss_collection=LOSSE
                           reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """Weight ``losses`` and reduce them by ``reduction``; the loss joins ``loss_collection``.
 
-    >>> compute_weighted_loss(per_example, weights=mask)
+    >>> per_example = df.constant([1.0, 2.0, 3.0])
+    >>> mask = df.constant([1.0, 1.0, 0.0])
+    >>> df.Session().run(compute_weighted_loss(per_example, weights=mask))
+    np.float32(1.5)
     """
     Reduction.validate(reduction)
     with name_scope(scope or "weighted_loss"):
@@ -114,7 +118,10 @@ def mean_squared_error(labels, predictions, weights=1.0, scope=None, loss_collec
                        reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """Weighted mean of ``(predictions - labels) ** 2`` (float32).
 
-    >>> mean_squared_error(labels=y, predictions=p)
+    >>> y = df.constant([1.0, 2.0])
+    >>> p = df.constant([2.0, 4.0])
+    >>> df.Session().run(mean_squared_error(labels=y, predictions=p))
+    np.float32(2.5)
     """
     if labels is None:
         raise ValueError("labels must not be None.")
@@ -134,7 +141,10 @@ def softmax_cross_entropy(onehot_labels, logits, weights=1.0, label_smoothing=0,
     """Weighted softmax cross-entropy with one-hot labels, optionally smoothed towards
     ``label_smoothing / classes``; no gradient flows into the labels.
 
-    >>> softmax_cross_entropy(onehot_labels=y1h, logits=z, label_smoothing=0.1)
+    >>> y1h = df.constant([[1.0, 0.0]])
+    >>> z = df.constant([[0.0, 0.0]])
+    >>> df.Session().run(softmax_cross_entropy(onehot_labels=y1h, logits=z, label_smoothing=0.1))
+    np.float32(0.6931472)
     """
     if onehot_labels is None:
         raise ValueError("onehot_labels must not be None.")
@@ -168,7 +178,10 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None,
     """Weighted softmax cross-entropy with integer class ``labels`` (``[batch]`` or
     ``[batch, 1]``).
 
-    >>> sparse_softmax_cross_entropy(labels=y, logits=z)
+    >>> y = df.constant([0, 1])
+    >>> z = df.constant([[0.0, 0.0], [0.0, 0.0]])
+    >>> df.Session().run(sparse_softmax_cross_entropy(labels=y, logits=z))
+    np.float32(0.6931472)
     """
     if labels is None:
         raise ValueError("labels must not be None.")

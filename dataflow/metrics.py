@@ -6,7 +6,17 @@ and ``"metric_variables"``, not trainable, not in ``global_variables()``): run t
 ``df.variables_initializer(df.get_default_graph().get_collection("local_variables"))``
 (TF1's ``local_variables_initializer()``).
 
+>>> y = df.placeholder(df.int64, [None])
+>>> z = df.placeholder(df.float32, [None, 2])
 >>> acc, update = df.metrics.accuracy(labels=y, predictions=df.argmax(z, 1))
+>>> with df.Session() as sess:
+...     sess.run(df.local_variables_initializer())
+...     sess.run(update, {y: [0, 1], z: [[1.0, 0.0], [1.0, 0.0]]})   # 1 of 2 right
+...     sess.run(update, {y: [1, 1], z: [[0.0, 1.0], [0.0, 1.0]]})   # 3 of 4 right
+...     sess.run(acc)
+np.float32(0.5)
+np.float32(0.75)
+np.float32(0.75)
 """
 from __future__ import annotations
 
@@ -38,7 +48,14 @@ def _add(collections, value):
 def mean(values, weights=None, metrics_collections=None, updates_collections=None, name=None):
     """The running (weighted) mean of ``values``: returns ``(mean, update_op)``.
 
+    >>> batch_losses = df.placeholder(df.float32, [None])
     >>> m, update = mean(batch_losses)
+    >>> with df.Session() as sess:
+    ...     sess.run(df.local_variables_initializer())
+    ...     sess.run(update, {batch_losses: [1.0, 2.0]})
+    ...     sess.run(update, {batch_losses: [6.0]})
+    np.float32(1.5)
+    np.float32(3.0)
     """
     with name_scope(name or "mean"):
         values = math_ops.cast(convert_to_tensor(values), _dtypes.float32)
@@ -68,7 +85,13 @@ def accuracy(labels, predictions, weights=None, metrics_collections=None,
     """How often ``predictions`` equals ``labels``, as a running mean: returns
     ``(accuracy, update_op)``; ``update_op`` adds a batch and returns the new accuracy.
 
+    >>> y = df.constant([0, 1, 1])
+    >>> logits = df.constant([[2.0, 1.0], [0.0, 3.0], [5.0, 4.0]])
     >>> acc, update = accuracy(labels=y, predictions=df.argmax(logits, 1))
+    >>> with df.Session() as sess:
+    ...     sess.run(df.local_variables_initializer())
+    ...     sess.run(update)
+    np.float32(0.6666667)
     """
     predictions = convert_to_tensor(predictions)
     labels = convert_to_tensor(labels)

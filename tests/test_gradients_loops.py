@@ -171,15 +171,6 @@ def test_constants_and_invariants_are_not_stacked():
     assert all(t.op.type not in ("Const", "Enter", "Placeholder") for t in pushed)
 
 
-def test_second_order_gradient_through_a_loop_raises_clearly():
-    with df.Graph().as_default():
-        x = df.placeholder(df.float64, [])
-        _, y = df.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v * v), (0, x))
-        (gx,) = df.gradients(y, [x])
-        with pytest.raises(TypeError, match="Second-order gradient for while loops"):
-            df.gradients(gx, [x])
-
-
 def test_shapes_needed_by_backprop_are_computed_in_the_forward_loop():
     """Backprop of sum and broadcasting needs only shapes: those are stacked, not v."""
     with df.Graph().as_default() as g:

@@ -46,6 +46,7 @@ LAYER_OF = {
     "dataflow.spec": "spec",
     "dataflow.viz": "viz",
     "dataflow.partition": "partition",
+    "dataflow.memory": "memory",
     "dataflow": "api",                   # the root package re-exports everything
     "dataflow.cli": "cli",
     "dataflow.__main__": "cli",
@@ -67,7 +68,8 @@ MAY_IMPORT = {
     "spec": {"framework", "kernel_registry"},
     "viz": {"train", "runtime", "kernels", "spec"},
     "partition": {"viz"},
-    "api": {"partition"},
+    "memory": {"framework", "kernel_registry"},
+    "api": {"partition", "memory"},
     "cli": {"api"},
     "benchmarks": {"cli"},
 }

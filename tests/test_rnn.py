@@ -203,3 +203,29 @@ def test_readme_rnn_snippet_runs():
     assert outputs.shape == (2, 3, 32)
     assert np.all(outputs[1, 1:] == 0.0) and np.all(outputs[1, 0] != 0.0)
     np.testing.assert_array_equal(cumsum, [1.0, 3.0, 6.0])
+
+
+@pytest.mark.usefixtures("graph")
+def test_cells_take_the_enclosing_scope_initializer_and_reuse():
+    x = df.placeholder(df.float32, [2, 3, 4])
+    cell = df.nn.rnn_cell.GRUCell(2)
+    with df.variable_scope("model", initializer=df.constant_initializer(0.25)):
+        out, _ = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+    with df.variable_scope("model", reuse=True):
+        again, _ = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+        with pytest.raises(ValueError, match="does not exist"):
+            df.nn.dynamic_rnn(df.nn.rnn_cell.BasicRNNCell(2), x, dtype=df.float32)
+    names = [v.name for v in df.trainable_variables()]
+    assert names == ["model/rnn/gru_cell/gates/kernel:0", "model/rnn/gru_cell/gates/bias:0",
+                     "model/rnn/gru_cell/candidate/kernel:0",
+                     "model/rnn/gru_cell/candidate/bias:0"]
+    xs = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    with df.Session() as sess:
+        sess.run(df.global_variables_initializer())
+        values = sess.run(df.trainable_variables())
+        a, b = sess.run([out, again], {x: xs})
+    np.testing.assert_array_equal(values[0], np.full((6, 4), 0.25, np.float32))
+    np.testing.assert_array_equal(values[1], np.ones(4, np.float32))   # GRU gate bias
+    np.testing.assert_array_equal(values[2], np.full((6, 2), 0.25, np.float32))
+    np.testing.assert_array_equal(values[3], np.zeros(2, np.float32))
+    np.testing.assert_array_equal(a, b)

@@ -339,10 +339,15 @@ def test_run_metadata_reports_the_pruned_plan():
     for _ in range(20):
         big = big * 1.0
     small_meta, big_meta = df.RunMetadata(), df.RunMetadata()
+    trace = df.RunOptions(trace_level=df.RunOptions.FULL_TRACE)
     with df.Session() as sess:
-        sess.run(b, run_metadata=small_meta)
-        sess.run(big, run_metadata=big_meta)
-    assert 0 < small_meta.step_stats["nodes"] < big_meta.step_stats["nodes"]
+        sess.run(b, run_metadata=small_meta, options=trace)
+        sess.run(big, run_metadata=big_meta, options=trace)
+
+    def nodes(meta):
+        return [n.node_name for d in meta.step_stats.dev_stats for n in d.node_stats]
+    assert 0 < len(nodes(small_meta)) < len(nodes(big_meta))
+    assert set(nodes(small_meta)) < set(nodes(big_meta))
 
 
 # -- devices ---------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def test_trace_levels_are_tf1_constants_and_others_are_refused():
         df.RunOptions(trace_level=7)
 
 
-def test_full_trace_runs_and_fills_the_node_count():
+def test_full_trace_records_each_node_and_no_trace_leaves_step_stats_empty():
     with df.Graph().as_default() as g:
         x = df.placeholder(df.float32, [])
         y = x * 2.0 + 1.0
@@ -136,8 +136,13 @@ def test_full_trace_runs_and_fills_the_node_count():
             value = sess.run(y, {x: 3.0},
                              options=df.RunOptions(trace_level=df.RunOptions.FULL_TRACE),
                              run_metadata=meta)
+            untraced = df.RunMetadata()
+            sess.run(y, {x: 3.0}, run_metadata=untraced)
     assert value == 7.0
-    assert meta.step_stats == {"nodes": 2}    # Mul and AddV2; no per-node stats
+    [dev] = meta.step_stats.dev_stats
+    assert [(n.op_type, n.output[0].tensor_description.dtype) for n in dev.node_stats] \
+        == [("Mul", "float32"), ("AddV2", "float32")]
+    assert untraced.step_stats.dev_stats == []
 
 
 def test_run_and_run_tokens_share_the_closed_session_check():

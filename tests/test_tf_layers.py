@@ -152,3 +152,44 @@ def test_readme_example_runs():
         exec(compile(block, "README-tf1", "exec"), {})
     assert out.getvalue().strip() == str(['mlp/dense/kernel:0', 'mlp/dense/bias:0',
                                           'mlp/batch_normalization/gamma:0'])
+
+
+@settings(max_examples=15, deadline=None)
+@given(size=st.integers(3, 6), k=st.integers(1, 3), stride=st.integers(1, 2),
+       same=st.booleans(), seed=st.integers(0, 100))
+def test_conv2d_and_pooling_layers_match_numpy(size, k, stride, same, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, size, size, 2))
+    kern = rng.standard_normal((k, k, 2, 3))
+    pad = "same" if same else "valid"
+    with df.Graph().as_default():
+        xt = df.placeholder(df.float64, [None, size, size, 2])
+        y = df.layers.conv2d(xt, 3, k, strides=stride, padding=pad,
+                             kernel_initializer=df.constant_initializer(kern),
+                             bias_initializer=df.constant_initializer(0.25))
+        p = df.layers.max_pooling2d(y, 2, 1, padding="same")
+        with df.Session() as sess:
+            sess.run(df.global_variables_initializer())
+            got, pooled = sess.run([y, p], {xt: x})
+    lo = max((-(-size // stride) - 1) * stride + k - size, 0) // 2 if same else 0
+    padded = np.pad(x, [(0, 0), (lo, k + size), (lo, k + size), (0, 0)])
+    n = -(-size // stride) if same else (size - k) // stride + 1
+    want = np.stack([np.stack([np.einsum("bhwc,hwco->bo",
+                                         padded[:, i * stride:i * stride + k,
+                                                j * stride:j * stride + k], kern)
+                               for j in range(n)], 1) for i in range(n)], 1) + 0.25
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    edge = np.pad(got, [(0, 0), (0, 1), (0, 1), (0, 0)], constant_values=-np.inf)
+    want_pool = np.max([edge[:, a:a + n, b:b + n] for a in (0, 1) for b in (0, 1)], 0)
+    np.testing.assert_allclose(pooled, want_pool)
+
+
+def test_conv2d_layer_errors(graph):
+    with pytest.raises(ValueError, match="expected ndim=4"):
+        df.layers.conv2d(df.placeholder(df.float32, [None, 8, 8]), 2, 3)
+    with pytest.raises(ValueError, match="padding"):
+        df.layers.conv2d(df.placeholder(df.float32, [None, 8, 8, 1]), 2, 3, padding="full")
+    with pytest.raises(ValueError, match="kernel_size"):
+        df.layers.Conv2D(2, (1, 2, 3))
+    with pytest.raises(ValueError, match="channel dimension"):
+        df.layers.conv2d(df.placeholder(df.float32, [None, 8, 8, None]), 2, 3)

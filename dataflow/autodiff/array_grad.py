@@ -6,8 +6,10 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..ops import array_ops, grad_ops, math_ops
 from ..ops.array_ops import reshape, shape
+from ..framework.convert import convert_to_tensor
+from ..framework.indexed_slices import IndexedSlices
 from .math_grad import _unbroadcast
-from .registry import NotDifferentiable, RegisterGradient
+from .registry import AcceptsIndexedSlices, NotDifferentiable, RegisterGradient
 
 # -- value-preserving ops --------------------------------------------------------------------
 
@@ -104,10 +106,31 @@ def _axis_key(axis, item):
 @RegisterGradient("ConcatV2")
 def _concat_grad(op, grad):
     axis = op.get_attr("axis")
+    if isinstance(grad, IndexedSlices):
+        return _concat_sparse_grad(op, grad)
     grads, start = [], 0
     for x in op.inputs:
         stop = start + _dim(x, axis)
         grads.append(grad[_axis_key(axis, slice(start, stop))])
+        start = stop
+    return grads
+
+
+def _concat_sparse_grad(op, grad):
+    """A sparse gradient of a concatenation: each input gets the rows whose indices fall
+    in its range, shifted to its own indices (TF's _ConcatGradHelper), so the shards of
+    a sharded embedding_lookup get IndexedSlices; along another axis, dense."""
+    if op.get_attr("axis") != 0:
+        return _concat_grad(op, convert_to_tensor(grad))
+    grads, start = [], 0
+    for x in op.inputs:
+        stop = start + _dim(x, 0)
+        in_range = math_ops.logical_and(math_ops.greater_equal(grad.indices, start),
+                                        math_ops.less(grad.indices, stop))
+        picked = reshape(array_ops.where(in_range), [-1])
+        indices = array_ops.gather(grad.indices, picked) - math_ops.cast(start,
+                                                                          grad.indices.dtype)
+        grads.append(IndexedSlices(array_ops.gather(grad.values, picked), indices, shape(x)))
         start = stop
     return grads
 
@@ -122,8 +145,18 @@ def _pack_grad(op, grad):
 
 @RegisterGradient("GatherV2")
 def _gather_grad(op, grad):
+    """Along axis 0, TF1's sparse gradient: the gathered rows' gradients at ``indices``
+    of a tensor shaped as ``params`` (an IndexedSlices); along other axes, dense."""
     params, indices = op.inputs
-    return [grad_ops.gather_grad(grad, indices, shape(params), op.get_attr("axis")), None]
+    axis = op.get_attr("axis")
+    if axis != 0:
+        return [grad_ops.gather_grad(grad, indices, shape(params), axis), None]
+    params_shape = shape(params)
+    count = array_ops.expand_dims(array_ops.size(indices), 0)
+    values = reshape(grad, array_ops.concat([count, params_shape[1:]], 0))
+    if params.shape.ndims is not None and indices.shape.is_fully_defined():
+        values.set_shape([int(np.prod(indices.shape.as_list()))] + params.shape.as_list()[1:])
+    return [IndexedSlices(values, reshape(indices, count), params_shape), None]
 
 
 @RegisterGradient("GatherGrad")
@@ -177,10 +210,23 @@ def _broadcast_to_grad(op, grad):
     return [grad_ops.sum_to_shape(grad, shape(op.inputs[0])), None]
 
 
+# Gradient functions that pass a sparse gradient on as it is (TF's do too): a gather's
+# IndexedSlices reaches a variable through its read.
+for _t in ("Identity", "Snapshot", "ReadVariableOp", "PlaceholderWithDefault", "ConcatV2"):
+    AcceptsIndexedSlices(_t)
+
+
+@RegisterGradient("UnsortedSegmentSum")
+def _unsorted_segment_sum_grad(op, grad):
+    # Each data row went into its segment's sum: it gets that segment's gradient.
+    return [array_ops.gather(grad, op.inputs[1]), None, None]
+
+
 # -- no gradient -------------------------------------------------------------------------------
 
 # Sources, shape queries, integer outputs and ops whose value does not depend
 # smoothly on their inputs.
 for _t in ("Const", "Placeholder", "Shape", "Size", "Rank", "OneHot", "Where",
-           "ZerosLike", "OnesLike", "ReducedShape", "Assert", "PrintV2"):
+           "ZerosLike", "OnesLike", "ReducedShape", "Assert", "PrintV2", "Unique",
+           "ResourceScatterAdd", "ResourceSparseApplyMomentum"):
     NotDifferentiable(_t)

@@ -99,9 +99,6 @@ def _exit_grad(op, grad):
     grad_ctx = _grad_context()
     if not grad_ctx.back_prop:
         return [None]
-    if op._control_flow_context.grad_state is not None:
-        raise TypeError("Second-order gradient for while loops not supported "
-                        f"(Exit '{op.name}' belongs to a gradient loop)")
     grad_ctx.AddName(grad)
     g = get_default_graph()
     with g.control_dependencies(None):

@@ -15,15 +15,18 @@ several consumers.
 from __future__ import annotations
 
 import collections
+import enum
 
 from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.indexed_slices import IndexedSlices
 from ..control_flow.context import is_loop_exit
 from .loop_state import forward_while_context, is_loop_switch, maybe_create_control_flow_state
-from .registry import get_gradient_function, is_not_differentiable
+from .loop_state import stack_pops_of, stack_pushed_values
+from .registry import accepts_indexed_slices, get_gradient_function, is_not_differentiable
 
-__all__ = ["gradients"]
+__all__ = ["gradients", "UnconnectedGradients"]
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
@@ -42,6 +45,14 @@ def _as_source(x) -> Tensor:
     return convert_to_tensor(x)
 
 
+def _inputs_of(op: Operation) -> list:
+    """``op``'s inputs, and for a stack pop the values pushed onto its stack: the edge a
+    gradient loop's history carries, which a second-order gradient differentiates."""
+    if op.type != "StackPop":
+        return op._inputs
+    return list(op._inputs) + stack_pushed_values(op)
+
+
 def _reached_from(xs) -> set:
     """Ops reachable from ``xs`` along backpropagatable tensors."""
     reached, stack = set(), [x.op for x in xs]
@@ -53,6 +64,8 @@ def _reached_from(xs) -> set:
         for t in op._outputs:
             if _backpropagatable(t):
                 stack.extend(c for c in t._consumers if c not in reached)
+        if op.type == "StackPush":
+            stack.extend(stack_pops_of(op))
     return reached
 
 
@@ -65,17 +78,32 @@ def _between(ys, reached) -> list[Operation]:
             continue
         seen.add(op)
         between.append(op)
-        stack.extend(t.op for t in op._inputs)
+        stack.extend(t.op for t in _inputs_of(op))
     return between
 
 
 def _aggregate(grads):
+    """The sum of the gradients reaching one tensor, as TF1 sums them: sparse gradients
+    (IndexedSlices) alone stay sparse, their rows and indices concatenated; with any
+    dense gradient among them, all are densified and added."""
     if not grads:
         return None
     if len(grads) == 1:
         return grads[0]
+    from ..ops.array_ops import concat
     from ..ops.math_ops import add_n
-    return add_n(grads)
+    if all(isinstance(gr, IndexedSlices) for gr in grads):
+        return IndexedSlices(concat([gr.values for gr in grads], 0),
+                             concat([gr.indices for gr in grads], 0), grads[0].dense_shape)
+    return add_n([convert_to_tensor(gr) for gr in grads])
+
+
+def _dense_for(op: Operation, grad):
+    """``grad`` as ``op``'s gradient function takes it: densified unless it accepts
+    IndexedSlices (TF's gradient functions see them densified by their first op)."""
+    if isinstance(grad, IndexedSlices) and not accepts_indexed_slices(op.type):
+        return convert_to_tensor(grad)
+    return grad
 
 
 def _zeros_for(op: Operation, index: int) -> Tensor:
@@ -115,13 +143,30 @@ def _read_handle(handle: Tensor) -> Tensor:
                                      "shape": op.get_attr("shape")}).outputs[0]
 
 
-def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None):
+class UnconnectedGradients(enum.Enum):
+    """What ``gradients`` returns for a source no path from ``ys`` reaches (TF's enum):
+    ``NONE`` (None) or ``ZERO`` (zeros shaped as the source)."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None, stop_gradients=None,
+              unconnected_gradients=UnconnectedGradients.NONE):
     """Symbolic derivatives of ``sum(ys)`` with respect to each of ``xs``.
 
     Returns a list aligned with ``xs``: a tensor per source, ``None`` where no
     path leads from the source to ``ys``. ``grad_ys`` are the initial gradients
     (ones by default); ``stop_gradients`` are tensors treated as constants.
     A ``Variable`` in ``xs`` gets the gradient of all its reads.
+    ``unconnected_gradients="zero"`` gives zeros instead of ``None``. TF1's
+    ``colocate_gradients_with_ops``, ``gate_gradients`` and ``aggregation_method`` are
+    accepted and change nothing (one Session step runs at a time; sums are ``add_n``).
+
+    >>> x, z = df.constant([1.0, 2.0]), df.constant(3.0)
+    >>> gradients(df.reduce_sum(x * x), [x, z], unconnected_gradients="zero")[1].op.type
+    'ZerosLike'
 
     >>> w, b = df.Variable([1.0, 2.0]), df.Variable(0.5)
     >>> loss = df.reduce_sum(w * w) + 3.0 * b
@@ -140,18 +185,34 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None):
         raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     stop_ops = {convert_to_tensor(t).op for t in _as_list(stop_gradients or [])}
     g = ys[0].graph if ys else get_default_graph()
+    unconnected = UnconnectedGradients(getattr(unconnected_gradients, "value",
+                                               unconnected_gradients))
     with g.as_default(), g.name_scope(name):
-        return _backward(ys, xs, grad_ys, stop_ops)
+        grads = _backward(ys, xs, grad_ys, stop_ops)
+        if unconnected is UnconnectedGradients.ZERO:
+            grads = [_zeros_for(x.op, x.value_index) if gr is None else gr
+                     for x, gr in zip(xs, grads)]
+        return grads
 
 
 def _initial_grad(y: Tensor, gy):
+    """The starting gradient of ``y``: ``grad_ys`` or ones, of ``y``'s dtype.
+
+    As TF, an integer ``y`` gets integer ones: no gradient flows from it into float
+    sources (integers are not backpropagatable), but ``gradients(i, i)`` is its grad_ys.
+    """
     from ..ops.array_ops import ones_like
     if gy is None:
-        if not y.dtype.is_floating:
-            raise TypeError(f"Gradients of non-float tensor {y.name} ({y.dtype.name}) "
-                            "need an explicit grad_ys")
+        if not (y.dtype.is_floating or y.dtype.is_integer):
+            raise TypeError(f"Gradients of {y.dtype.name} tensor {y.name} need an explicit "
+                            "grad_ys")
         return ones_like(y)
-    gy = convert_to_tensor(gy, dtype=y.dtype)
+    # As TF: grad_ys converts on its own (a Python float is float32) and must then have
+    # y's dtype (TF's graph fails to build otherwise).
+    gy = convert_to_tensor(gy)
+    if gy.dtype is not y.dtype:
+        raise TypeError(f"grad_ys for {y.name} has dtype {gy.dtype.name}, expected "
+                        f"{y.dtype.name} (the dtype of {y.name})")
     if not y.shape.is_compatible_with(gy.shape):
         raise ValueError(f"grad_ys shape {gy.shape} is incompatible with {y.name}'s "
                          f"shape {y.shape}")
@@ -173,7 +234,7 @@ def _backward(ys, xs, grad_ys, stop_ops):
                     between.append(y.op)
     pending = {op: 0 for op in between}
     for op in between:
-        for t in op._inputs:
+        for t in _inputs_of(op):
             if t.op in between_set:
                 pending[t.op] += 1
     # A source whose own inputs lead nowhere from the sources is where the walk ends.
@@ -199,7 +260,7 @@ def _backward(ys, xs, grad_ys, stop_ops):
     while ready:
         op = ready.popleft()
         in_grads = _input_grads(op, grads, stop_ops, loop_state)
-        for t, gi in zip(op._inputs, in_grads):
+        for t, gi in zip(_inputs_of(op), in_grads):
             if gi is not None and _backpropagatable(t):
                 grads.setdefault(t, []).append(gi)
         _update_pending(op, between_set, pending, ready, grads, loop_state)
@@ -215,7 +276,7 @@ def _update_pending(op, between_set, pending, ready, grads, loop_state):
     at its last (from the body), and the Exits of a loop are processed together, once
     each has its gradient or is known to get none.
     """
-    for t in op._inputs:
+    for t in _inputs_of(op):
         src = t.op
         if src not in between_set:
             continue
@@ -241,9 +302,10 @@ def _defer_exit(t, loop_state, ready, grads):
     state.unused_exits.extend(y for y in state.deferred_exits if y not in used)
     ready.extend(y.op for y in used)
     for y in state.unused_exits:
-        if used and y.dtype.is_floating:
-            # Some exit has a gradient: the loop's gradient runs, and an unused exit
-            # contributes zeros to it.
+        if (used or state.reached_through_history) and y.dtype.is_floating:
+            # Some exit (or, for a second-order gradient, a value the loop saved for
+            # its gradient loop) has a gradient: the loop's gradient runs, and an
+            # unused exit contributes zeros to it.
             grads.setdefault(y, []).append(loop_state.zeros_like_for_exit(y))
         ready.append(y.op)
 
@@ -311,10 +373,13 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
         for t, gr in zip(op._outputs, out_grads):
             if gr is not None:  # summed once: a loop Switch's second visit reuses it
                 grads[t] = [gr]
+        if op not in stop_ops and get_gradient_function(op) is not None:
+            out_grads = [_dense_for(op, gr) for gr in out_grads]
     finally:
         if state is not None:
             state.grad_context.Exit()
-    none = [None] * len(op._inputs)
+    inputs = _inputs_of(op)
+    none = [None] * len(inputs)
     if op in stop_ops or all(g is None for g in out_grads):
         return none
     fn = get_gradient_function(op)
@@ -336,10 +401,10 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
         if state is not None:
             state.grad_context.Exit()
     result = list(result) if isinstance(result, (list, tuple)) else [result]
-    if len(result) != len(op._inputs):
+    if len(result) != len(inputs):
         raise ValueError(f"Gradient function of '{op.name}' ({op.type}) returned "
-                         f"{len(result)} gradients for {len(op._inputs)} inputs")
-    for t, gi in zip(op._inputs, result):
+                         f"{len(result)} gradients for {len(inputs)} inputs")
+    for t, gi in zip(inputs, result):
         if gi is not None and t.dtype.is_floating and gi.dtype is not t.dtype:
             raise TypeError(f"Gradient function of '{op.name}' ({op.type}) returned a "
                             f"{gi.dtype.name} gradient for {t.dtype.name} input {t.name}")

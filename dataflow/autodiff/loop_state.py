@@ -28,7 +28,7 @@ from ..ops.control_flow_ops import next_iteration, switch
 from ..ops.math_ops import add, greater_equal, subtract
 
 __all__ = ["GradLoopState", "ControlFlowState", "forward_while_context", "in_context",
-           "compute_for_gradient_loop"]
+           "compute_for_gradient_loop", "stack_pushed_values", "stack_pops_of"]
 
 
 def compute_for_gradient_loop(x: Tensor, build) -> Tensor:
@@ -138,12 +138,19 @@ class GradLoopState:
         self.outer_grad_state = outer_grad_state
         self.history_map: dict = {}     # forward tensor -> its value in the gradient loop
         self.switch_map: dict = {}      # forward loop Switch op -> gradient Merge
+        if forward.grad_state is not None:
+            _add_missing_exits(forward)
         self.forward_loop_exits = list(forward.loop_exits)
         self.pending_exits_count = len(self.forward_loop_exits)
         self.deferred_exits: list = []
         self.unused_exits: list = []
         self._forward_sync = None
         self._grad_sync = None
+        self.control_flow_state = None  # the ControlFlowState holding this state
+        # True when a second-order gradient reaches this loop through the values it
+        # pushed for its gradient loop (its gradient loop then runs even if no Exit of
+        # it is differentiated).
+        self.reached_through_history = False
         outer_forward = forward.outer_context
         total, self.forward_index = in_context(
             outer_forward, lambda: _add_forward_loop_counter(forward, outer_grad_state))
@@ -310,6 +317,30 @@ class GradLoopState:
         return real
 
 
+def _add_missing_exits(loop: WhileContext) -> None:
+    """Give every loop variable of gradient loop ``loop`` an Exit.
+
+    A gradient loop carries the gradient of each forward loop variable, but builds an
+    Exit only for those whose gradient was asked for. Differentiating the gradient loop
+    needs every loop variable to leave through an Exit (the gradient of a Switch starts
+    from its Exit side), so the missing ones are added; their results go unused.
+    """
+    g = loop._graph
+    for op in g.get_operations():
+        if op._control_flow_context is not loop or op.type != "Switch":
+            continue
+        leaving = op.outputs[0]
+        if leaving._consumers or not leaving.dtype.is_floating:
+            continue
+        loop.Enter()
+        try:
+            result = exit_op(leaving, name="b_unused_exit")
+        finally:
+            loop.Exit()
+        loop.loop_exits.append(result)
+        loop.ExitResult([result])
+
+
 def _loop_constant_enter(t: Tensor):
     """The loop-invariant Enter ``t`` comes from (through Identity ops), if any."""
     op = t.op
@@ -341,14 +372,27 @@ class ControlFlowState:
             state.grad_context.Enter()
         return state
 
-    def add_loop(self, forward: WhileContext):
-        """Create (once) the state of ``forward`` and of every loop enclosing it."""
+    def add_loop(self, forward: WhileContext, differentiated=None):
+        """Create (once) the state of ``forward`` and of the enclosing loops that are
+        differentiated too (all of them when ``differentiated`` is None).
+
+        An enclosing loop that is not (``gradients`` called inside its body) gets no
+        state, as in TF: the gradient loop is built in that loop's body, where
+        ``gradients`` was called, and nests in its frame.
+        """
         state = self._map.get(forward)
         if state is None:
             outer = forward.outer_context.GetWhileContext() if forward.outer_context else None
-            outer_state = self.add_loop(outer) if outer is not None else None
+            if differentiated is not None and outer not in differentiated:
+                outer = None
+            outer_state = self.add_loop(outer, differentiated) if outer is not None else None
             state = self._map[forward] = GradLoopState(forward, outer_state)
+            state.control_flow_state = self
         return state
+
+    def state_of(self, forward: WhileContext):
+        """The state of forward loop ``forward`` in this ``gradients`` call (or None)."""
+        return self._map.get(forward)
 
     def states(self):
         return list(self._map.values())
@@ -435,15 +479,119 @@ def is_loop_switch(op) -> bool:
 
 
 def maybe_create_control_flow_state(between_ops):
-    """A ControlFlowState if any op between sources and targets leaves a while loop."""
+    """A ControlFlowState if any op between sources and targets leaves a while loop.
+
+    Only the loops being differentiated get state: those left through an Exit between
+    the sources and the targets, and (second order) those whose saved history a
+    gradient reaches through a stack. An enclosing loop that is neither (``gradients``
+    called inside its body) gets none, so the gradient loop nests in its frame, as TF.
+    """
     state = None
+    differentiated = set()
+    reached = []
     for op in between_ops:
         if is_loop_exit(op):
-            if state is None:
-                state = ControlFlowState()
             forward = op._control_flow_context
-            if forward.grad_state is not None:
-                raise TypeError(f"Second-order gradient for while loops not supported "
-                                f"('{op.name}' is in a gradient loop)")
-            state.add_loop(forward)
+        elif op.type == "StackPush" and forward_while_context(op) is not None:
+            # A second-order gradient: the gradient reaches the loop that saved this
+            # history through the stack, not through the loop's Exits.
+            forward = forward_while_context(op)
+        else:
+            continue
+        differentiated.add(forward)
+        reached.append((op, forward))
+    for op, forward in reached:
+        if state is None:
+            state = ControlFlowState()
+        loop = state.add_loop(forward, differentiated)
+        if op.type == "StackPush":
+            loop.reached_through_history = True
+    if state is not None:
+        _check_second_order_supported(state, between_ops)
     return state
+
+
+def _check_second_order_supported(state, between_ops) -> None:
+    """Second-order gradients cover single-level loops without conds in their bodies;
+    refuse the rest while building, naming the op (rather than build a gradient whose
+    stacks cannot be ordered)."""
+    grad_loops = [s.forward_context for s in state.states()
+                  if s.forward_context.grad_state is not None]
+    if not grad_loops:
+        return
+    for loop in grad_loops:
+        if loop.outer_context is not None and loop.outer_context.GetWhileContext():
+            raise NotImplementedError(
+                f"Second-order gradients through nested while loops are not supported "
+                f"(gradient loop '{loop.name}' is inside another loop)")
+    for op in between_ops:
+        ctx = op._control_flow_context
+        if isinstance(ctx, CondContext) and ctx.GetWhileContext() is not None:
+            raise NotImplementedError(
+                f"Second-order gradients through a cond inside a while loop are not "
+                f"supported ('{op.name}' is in a cond in loop "
+                f"'{ctx.GetWhileContext().name}')")
+
+
+# -- the history edge: a stack's pushes feed its pops --------------------------------------
+_HANDLE_FORWARDERS = ("Enter", "Switch", "Identity")
+
+
+def _stack_of(handle: Tensor):
+    """The Stack op behind ``handle`` (through Enter, Switch and Identity), or None."""
+    op = handle.op
+    while op.type in _HANDLE_FORWARDERS and op.inputs:
+        op = op.inputs[0].op
+    return op if op.type == "Stack" else None
+
+
+def _stack_uses(stack_op, op_type: str) -> list:
+    """The ``op_type`` ops (StackPush or StackPop) that reach ``stack_op``'s handle."""
+    found, seen, todo = [], set(), [stack_op.outputs[0]]
+    while todo:
+        for consumer in todo.pop()._consumers:
+            if consumer in seen:
+                continue
+            seen.add(consumer)
+            if consumer.type == op_type:
+                found.append(consumer)
+            elif consumer.type in _HANDLE_FORWARDERS:
+                todo.extend(consumer._outputs)
+    return found
+
+
+def stack_pushed_values(pop_op) -> list:
+    """The float values pushed onto the stack a StackPop reads (the push ops' outputs,
+    which pass the pushed value through). A gradient loop's history is such a stack, so
+    these are the forward values a pop in a gradient loop depends on.
+
+    >>> from dataflow.ops.data_flow_ops import stack, stack_pop, stack_push
+    >>> h = stack(df.float32)
+    >>> pushed = stack_push(h, df.constant(1.0))
+    >>> stack_pushed_values(stack_pop(h, df.float32).op) == [pushed]
+    True
+    """
+    if not pop_op.outputs[0].dtype.is_floating:
+        return []
+    stack_op = _stack_of(pop_op.inputs[0])
+    if stack_op is None:
+        return []
+    return [push.outputs[0] for push in _stack_uses(stack_op, "StackPush")]
+
+
+def stack_pops_of(push_op) -> list:
+    """The StackPop ops reading the stack a float StackPush writes.
+
+    >>> from dataflow.ops.data_flow_ops import stack, stack_pop, stack_push
+    >>> h = stack(df.float32)
+    >>> pushed = stack_push(h, df.constant(1.0))
+    >>> stack_pops_of(pushed.op)
+    []
+    >>> popped = stack_pop(h, df.float32)
+    >>> stack_pops_of(pushed.op) == [popped.op]
+    True
+    """
+    if not push_op.outputs[0].dtype.is_floating:
+        return []
+    stack_op = _stack_of(push_op.inputs[0])
+    return _stack_uses(stack_op, "StackPop") if stack_op is not None else []

@@ -13,10 +13,11 @@ Ops whose outputs carry no gradient are declared with ``NotDifferentiable("Less"
 from __future__ import annotations
 
 __all__ = ["RegisterGradient", "NotDifferentiable", "get_gradient_function",
-           "is_not_differentiable"]
+           "is_not_differentiable", "AcceptsIndexedSlices", "accepts_indexed_slices"]
 
 _GRADIENTS: dict = {}
 _NOT_DIFFERENTIABLE: set = set()
+_ACCEPTS_INDEXED_SLICES: set = set()
 
 
 class RegisterGradient:
@@ -48,3 +49,13 @@ def is_not_differentiable(op_type: str) -> bool:
 def get_gradient_function(op):
     """The registered gradient function of ``op``'s type, or None if it has none."""
     return _GRADIENTS.get(op.type)
+
+
+def AcceptsIndexedSlices(op_type: str) -> None:  # noqa: N802 - as RegisterGradient
+    """Declare that the gradient function of ``op_type`` takes an ``IndexedSlices``
+    output gradient as it is; other gradient functions get it densified."""
+    _ACCEPTS_INDEXED_SLICES.add(op_type)
+
+
+def accepts_indexed_slices(op_type: str) -> bool:
+    return op_type in _ACCEPTS_INDEXED_SLICES

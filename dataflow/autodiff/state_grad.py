@@ -1,6 +1,6 @@
 """Gradients of stateful ops: a variable read passes its gradient to the variable's
-handle; assignments and stacks have none (the stack-based history of while-loop
-gradients is built by the autodiff machinery, not differentiated), and neither have
+handle; assignments and stack handles have none (pushes and pops are differentiated in
+``stack_grad``, for second-order gradients through while loops), and neither have
 Send/Recv (the partitioner adds them after differentiation)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def _read_grad(op, grad):
 
 
 for _t in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-           "VarIsInitializedOp", "Stack", "StackPush", "StackPop", "StackSize",
+           "VarIsInitializedOp", "Stack", "StackSize",
            "ResourceApplyAdam", "ReportUninitializedVariables",
            "_Send", "_Recv"):
     NotDifferentiable(_t)

@@ -33,14 +33,23 @@ for _t in ("TensorArrayV3", "TensorArrayGradV3", "TensorArraySizeV3", "TensorArr
     NotDifferentiable(_t)
 
 
-def _grad_source(grad) -> str:
+def _grad_source(grad, op=None) -> str:
     """The name scope of the ``gradients`` call building ``grad`` (``gradients``,
     ``gradients_1``, possibly under outer scopes): one gradient array per call.
 
-    The gradient tensor's name says it (TF's rule); when the gradient is a tensor the
+    ``gradients`` builds ``op``'s gradient in the scope ``<call scope>/<op name>_grad``,
+    which gives the call's scope exactly, even when ``op`` is itself part of an earlier
+    gradient (a second-order gradient: ``gradients_1/gradients/..._grad``). Otherwise
+    the gradient tensor's name says it (TF's rule); when the gradient is a tensor the
     caller passed in (``grad_ys``), the name scope being built in does.
     """
-    for name in (grad.name, get_default_graph().get_name_scope()):
+    scope = get_default_graph().get_name_scope()
+    if op is not None:
+        at = scope.rfind("/" + op.name + "_grad")
+        rest = scope[at + len(op.name) + 6:] if at >= 0 else None
+        if rest == "" or (rest and rest[0] == "_" and rest[1:].isdigit()):
+            return scope[:at]
+    for name in (grad.name, scope):
         tokens = name.split("/")
         positions = [i for i, t in enumerate(tokens) if t.startswith("gradients")]
         if positions:
@@ -59,7 +68,7 @@ def _gradient_array(op, dtype, flow, source) -> TensorArray:
 def _read_grad(op, grad):
     """A read's gradient is written to the same index of the gradient array."""
     index, flow = op.inputs[1], op.inputs[2]
-    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad, op))
     w = g.write(index, grad)
     return [None, None, w.flow]
 
@@ -69,7 +78,7 @@ def _write_grad(op, flow):
     """A write's value gets the gradient array's element at its index, read once every
     gradient of later reads of that index has been written."""
     index = op.inputs[1]
-    source = _grad_source(flow)
+    source = _grad_source(flow, op)
     g = get_default_graph()
     flow_out = identity(op.outputs[0], name="flow_out")
     with g.control_dependencies([flow_out]):
@@ -83,14 +92,14 @@ def _write_grad(op, flow):
 @RegisterGradient("TensorArrayGatherV3")
 def _gather_grad(op, grad):
     indices, flow = op.inputs[1], op.inputs[2]
-    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad, op))
     return [None, None, g.scatter(indices, grad).flow]
 
 
 @RegisterGradient("TensorArrayScatterV3")
 def _scatter_grad(op, flow):
     indices = op.inputs[1]
-    source = _grad_source(flow)
+    source = _grad_source(flow, op)
     g = get_default_graph()
     flow_out = identity(op.outputs[0], name="flow_out")
     with g.control_dependencies([flow_out]):
@@ -104,13 +113,13 @@ def _scatter_grad(op, flow):
 @RegisterGradient("TensorArrayConcatV3")
 def _concat_grad(op, grad, unused_lengths_grad):
     flow, lengths = op.inputs[1], op.outputs[1]
-    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad))
+    g = _gradient_array(op, op.get_attr("dtype"), flow, _grad_source(grad, op))
     return [None, g.split(grad, lengths=lengths).flow]
 
 
 @RegisterGradient("TensorArraySplitV3")
 def _split_grad(op, flow):
-    source = _grad_source(flow)
+    source = _grad_source(flow, op)
     g = get_default_graph()
     flow_out = identity(op.outputs[0], name="flow_out")
     with g.control_dependencies([flow_out]):

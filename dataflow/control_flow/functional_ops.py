@@ -7,9 +7,11 @@ they run with the loop's ``parallel_iterations``, differentiate through the loop
 gradient (the TensorArray gradients), and accept nested structures of tensors
 (tuples, lists, dicts, namedtuples) for ``elems`` and the accumulator.
 
->>> squares = map_fn(lambda x: x * x, constant([1.0, 2.0, 3.0]))     # [1, 4, 9]
->>> sums = scan(lambda a, x: a + x, constant([1.0, 2.0, 3.0]))        # [1, 3, 6]
->>> total = foldl(lambda a, x: a + x, constant([1, 2, 3]), initializer=0)  # 6
+>>> squares = map_fn(lambda x: x * x, constant([1.0, 2.0, 3.0]))
+>>> sums = scan(lambda a, x: a + x, constant([1.0, 2.0, 3.0]))
+>>> total = foldl(lambda a, x: a + x, constant([1, 2, 3]), initializer=0)
+>>> df.Session().run([squares, sums, total])
+[array([1., 4., 9.], dtype=float32), array([1., 3., 6.], dtype=float32), np.int32(6)]
 """
 from __future__ import annotations
 
@@ -94,8 +96,10 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
     of ``fn``'s results when they differ from ``elems``'.
 
     >>> x = constant([[1.0, 2.0], [3.0, 4.0]])
-    >>> sums, prods = map_fn(lambda r: (reduce_sum(r), reduce_prod(r)), x,
-    ...                      dtype=(float32, float32))          # [3, 7], [2, 12]
+    >>> sums, prods = map_fn(lambda r: (df.reduce_sum(r), df.reduce_prod(r)), x,
+    ...                      dtype=(df.float32, df.float32))
+    >>> df.Session().run([sums, prods])
+    [array([3., 7.], dtype=float32), array([ 2., 12.], dtype=float32)]
     """
     _check_fn(fn)
     if parallel_iterations is None:
@@ -137,9 +141,12 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
     Without ``initializer`` the first element is the initial accumulator (and the
     first output). With ``reverse`` the elements are visited from the last.
 
-    >>> cumsum = scan(lambda a, x: a + x, constant([1.0, 2.0, 3.0]))   # [1, 3, 6]
+    >>> cumsum = scan(lambda a, x: a + x, constant([1.0, 2.0, 3.0]))
     >>> fib = scan(lambda a, _: (a[1], a[0] + a[1]), constant([0, 0, 0, 0]),
-    ...            initializer=(constant(0), constant(1)))            # ([1,1,2,3], [1,2,3,5])
+    ...            initializer=(constant(0), constant(1)))
+    >>> df.Session().run([cumsum, fib])
+    [array([1., 3., 6.], dtype=float32),
+     (array([1, 1, 2, 3], dtype=int32), array([1, 2, 3, 5], dtype=int32))]
     """
     _check_fn(fn)
     inputs = _Structure(elems)
@@ -231,7 +238,8 @@ def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
     Without ``initializer``, ``elems[0]`` starts the accumulation.
 
-    >>> foldl(lambda a, x: a * 10 + x, constant([1, 2, 3]))          # 123
+    >>> df.Session().run(foldl(lambda a, x: a * 10 + x, constant([1, 2, 3])))
+    np.int32(123)
     """
     return _fold(fn, elems, initializer, parallel_iterations, back_prop, swap_memory,
                  name or "foldl", from_right=False)
@@ -243,7 +251,8 @@ def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
     Without ``initializer``, ``elems[n-1]`` starts the accumulation.
 
-    >>> foldr(lambda a, x: a * 10 + x, constant([1, 2, 3]))          # 321
+    >>> df.Session().run(foldr(lambda a, x: a * 10 + x, constant([1, 2, 3])))
+    np.int32(321)
     """
     return _fold(fn, elems, initializer, parallel_iterations, back_prop, swap_memory,
                  name or "foldr", from_right=True)

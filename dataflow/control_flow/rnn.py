@@ -9,7 +9,16 @@ output array's unwritten steps read as zeros. All of it differentiates through t
 loop's gradient.
 
 >>> cell = df.nn.rnn_cell.BasicLSTMCell(32)
+>>> x = df.ones([2, 5, 3])                     # [batch, time, depth]
+>>> lengths = df.constant([5, 2])
 >>> outputs, state = df.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=df.float32)
+>>> outputs.shape, state.h.shape
+(TensorShape([2, 5, 32]), TensorShape([2, 32]))
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     out = sess.run(outputs)
+>>> bool((out[1, 2:] == 0).all())                # past its length a sequence outputs zeros
+True
 """
 from __future__ import annotations
 
@@ -19,13 +28,14 @@ from ..framework.graph import get_default_graph
 from ..framework.tensor_shape import TensorShape
 from ..ops.array_ops import identity, reshape, shape as shape_of, stack
 from ..ops.array_ops import transpose, where, zeros
+from ..ops.extra_array_ops import reverse
 from ..ops.logging_ops import Assert
 from ..ops.math_ops import cast, equal, greater_equal, maximum, minimum, reduce_all
 from ..ops.math_ops import reduce_max
 from ..ops.sequence_ops import reverse_sequence
 from ..ops.tensor_array_ops import TensorArray
 from ..util import nest
-from .rnn_cell import variable_scope_name
+from ..ops.variable_scope import variable_scope
 from .while_loop import while_loop
 
 __all__ = ["dynamic_rnn", "bidirectional_dynamic_rnn"]
@@ -170,17 +180,20 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     every step in the inputs' layout, and the last state (for an entry with a
     ``sequence_length``, the state at its last step; its outputs past it are zeros).
     Without ``initial_state`` the state starts at zeros of ``dtype``. The cell's
-    variables are named under ``scope`` (default ``rnn``).
+    variables are named under the variable scope ``scope`` (a name or a
+    ``VariableScope``; default ``rnn``) inside the enclosing ``variable_scope``.
 
     >>> cell = df.nn.rnn_cell.GRUCell(16)
-    >>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)   # x: [B, T, D]
+    >>> x = df.placeholder(df.float32, [None, 4, 3])    # [batch, time, depth]
+    >>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+    >>> outputs.shape, state.shape
+    (TensorShape([None, 4, 16]), TensorShape([None, 16]))
     """
     if not callable(cell):
         raise TypeError("cell must be an RNN cell (a callable (inputs, state) -> (output, "
                         "state))")
     g = get_default_graph()
-    scope_name = scope if isinstance(scope, str) else "rnn"
-    with variable_scope_name(scope_name), g.name_scope(scope_name):
+    with variable_scope(scope or "rnn"):
         flat_input = [convert_to_tensor(x) for x in nest.flatten(inputs)]
         if not time_major:
             flat_input = [_transpose_batch_time(x) for x in flat_input]
@@ -218,24 +231,11 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
 
 
 def _reverse(x, lengths, seq_axis, batch_axis):
+    """The sequences of ``x`` reversed: their first ``lengths`` steps, or all of them
+    (``reverse`` along the time axis, as TF)."""
     if lengths is not None:
         return reverse_sequence(x, lengths, seq_axis=seq_axis, batch_axis=batch_axis)
-    n = x.shape[seq_axis]
-    if n is None:
-        n = shape_of(x)[seq_axis]
-        batch = shape_of(x)[batch_axis]
-        lengths = _fill_like_batch(n, batch)
-    else:
-        batch = x.shape[batch_axis]
-        lengths = _fill_like_batch(n, batch if batch is not None else shape_of(x)[batch_axis])
-    return reverse_sequence(x, lengths, seq_axis=seq_axis, batch_axis=batch_axis)
-
-
-def _fill_like_batch(n, batch):
-    """A vector of ``batch`` copies of ``n`` (every sequence is full length)."""
-    from ..ops.array_ops import fill
-    return fill(stack([batch]) if not isinstance(batch, int) else [batch],
-                convert_to_tensor(n, dtype=_dtypes.int32))
+    return reverse(x, axis=[seq_axis])
 
 
 def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
@@ -250,24 +250,30 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
     ``sequence_length[b]`` steps of each entry are reversed. Variables are named under
     ``bidirectional_rnn/fw`` and ``bidirectional_rnn/bw``.
 
+    >>> fw, bw = df.nn.rnn_cell.GRUCell(4), df.nn.rnn_cell.GRUCell(6)
+    >>> x = df.placeholder(df.float32, [None, 7, 3])
     >>> (out_fw, out_bw), _ = df.nn.bidirectional_dynamic_rnn(fw, bw, x, dtype=df.float32)
+    >>> out_fw.shape, out_bw.shape
+    (TensorShape([None, 7, 4]), TensorShape([None, 7, 6]))
     """
-    scope_name = scope if isinstance(scope, str) else "bidirectional_rnn"
-    g = get_default_graph()
-    with variable_scope_name(scope_name), g.name_scope(scope_name):
-        output_fw, state_fw = dynamic_rnn(
-            cell_fw, inputs, sequence_length=sequence_length, initial_state=initial_state_fw,
-            dtype=dtype, parallel_iterations=parallel_iterations, swap_memory=swap_memory,
-            time_major=time_major, scope="fw")
+    with variable_scope(scope or "bidirectional_rnn"):
+        with variable_scope("fw") as fw_scope:
+            output_fw, state_fw = dynamic_rnn(
+                cell_fw, inputs, sequence_length=sequence_length,
+                initial_state=initial_state_fw, dtype=dtype,
+                parallel_iterations=parallel_iterations, swap_memory=swap_memory,
+                time_major=time_major, scope=fw_scope)
         time_axis, batch_axis = (0, 1) if time_major else (1, 0)
-        reversed_inputs = nest.map_structure(
-            lambda x: _reverse(convert_to_tensor(x), sequence_length, time_axis, batch_axis),
-            inputs)
-        tmp, state_bw = dynamic_rnn(
-            cell_bw, reversed_inputs, sequence_length=sequence_length,
-            initial_state=initial_state_bw, dtype=dtype,
-            parallel_iterations=parallel_iterations, swap_memory=swap_memory,
-            time_major=time_major, scope="bw")
-        output_bw = nest.map_structure(
-            lambda x: _reverse(x, sequence_length, time_axis, batch_axis), tmp)
+        with variable_scope("bw") as bw_scope:
+            reversed_inputs = nest.map_structure(
+                lambda x: _reverse(convert_to_tensor(x), sequence_length, time_axis,
+                                   batch_axis),
+                inputs)
+            tmp, state_bw = dynamic_rnn(
+                cell_bw, reversed_inputs, sequence_length=sequence_length,
+                initial_state=initial_state_bw, dtype=dtype,
+                parallel_iterations=parallel_iterations, swap_memory=swap_memory,
+                time_major=time_major, scope=bw_scope)
+    output_bw = nest.map_structure(
+        lambda x: _reverse(x, sequence_length, time_axis, batch_axis), tmp)
     return (output_fw, output_bw), (state_fw, state_bw)

@@ -1,30 +1,31 @@
 """RNN cells with TF1's math and variable names (``df.nn.rnn_cell``).
 
 A cell maps ``(inputs, state)`` to ``(output, new_state)`` for one time step;
-``dynamic_rnn`` calls it inside its while loop. Cells make their variables at their
-first call, under TF1's names, so weights line up with TF checkpoints:
+``dynamic_rnn`` calls it inside its while loop. Cells make their variables with
+``get_variable`` at their first call, in a variable scope of their own inside the
+enclosing ones, so they get TF1's names and weights line up with TF checkpoints:
 ``rnn/basic_lstm_cell/kernel``, ``rnn/multi_rnn_cell/cell_1/gru_cell/gates/bias``,
-``bidirectional_rnn/fw/lstm_cell/kernel`` ... (the enclosing scopes are those of
-``dynamic_rnn``, ``bidirectional_dynamic_rnn`` and :class:`MultiRNNCell`; a cell
-called on its own uses its name alone). A cell object owns its variables: calling
-it again (another ``dynamic_rnn``) reuses them, as TF1's layer cells do.
+``bidirectional_rnn/fw/lstm_cell/kernel``, ``model/rnn/gru_cell/gates/kernel`` under a
+user's ``variable_scope("model")`` ... A cell object owns its variables: calling it
+again (another ``dynamic_rnn``) reuses them, as TF1's layer cells do.
 
 The variables are made outside every loop and cond (they are graph-global state),
-with TF1's default initial values: Glorot-uniform kernels (drawn with NumPy, seeded by
-the variable's name, so a graph is reproducible) and zero biases (GRU gate biases:
-ones), unless an initializer is given: a callable ``init(shape, dtype)`` returning
-the initial value.
+with TF1's default initial values: the enclosing scope's initializer or
+Glorot-uniform kernels and zero biases (GRU gate biases: ones), unless an initializer
+is given: an initializer, a callable ``init(shape, dtype)`` returning the initial
+value, or a constant.
 
 >>> cell = BasicLSTMCell(64)
->>> outputs, state = dynamic_rnn(cell, x, dtype=float32)   # state.c, state.h: [batch, 64]
+>>> x = df.placeholder(df.float32, [8, 10, 5])      # [batch, time, depth]
+>>> outputs, state = df.nn.dynamic_rnn(cell, x, dtype=df.float32)
+>>> outputs.shape, state.c.shape, state.h.shape
+(TensorShape([8, 10, 64]), TensorShape([8, 64]), TensorShape([8, 64]))
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import re
-import threading
-import weakref
-import zlib
 
 import numpy as np
 
@@ -33,11 +34,16 @@ from ..framework.convert import convert_to_tensor
 from ..framework.graph import get_default_graph
 from ..ops.array_ops import concat, zeros
 from ..ops.math_ops import add, matmul, maximum, minimum, multiply, sigmoid, tanh
-from ..ops.state_ops import Variable
+from ..ops.variable_scope import get_variable, variable_scope
 from ..util import nest
 
 __all__ = ["RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell", "MultiRNNCell",
            "LSTMStateTuple"]
+
+
+@contextlib.contextmanager
+def _no_scope():
+    yield
 
 
 class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
@@ -50,70 +56,19 @@ class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
         return self.c.dtype
 
 
-# -- variable scopes: the names TF1's variable_scope would give ------------------------------
-_SCOPES = threading.local()
-_USED_CELL_SCOPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _scope_stack() -> list:
-    if not hasattr(_SCOPES, "stack"):
-        _SCOPES.stack = []
-    return _SCOPES.stack
-
-
-class variable_scope_name:  # noqa: N801 - used like TF's variable_scope
-    """Push ``name`` on the variable-name prefix that cells build their variables under."""
-
-    def __init__(self, name):
-        self._name = name
-
-    def __enter__(self):
-        _scope_stack().append(self._name)
-        return "/".join(_scope_stack())
-
-    def __exit__(self, *exc):
-        _scope_stack().pop()
-
-
-def _current_prefix() -> str:
-    return "/".join(_scope_stack())
-
-
-def _unique_cell_scope(base: str) -> str:
-    """``base``, or ``base_1``, ``base_2``... if a cell already built under ``base`` in this
-    graph (TF1 layers take a unique default name within their variable scope)."""
-    used = _USED_CELL_SCOPES.setdefault(get_default_graph(), set())
-    candidate, k = base, 0
-    while candidate in used:
-        k += 1
-        candidate = f"{base}_{k}"
-    used.add(candidate)
-    return candidate
-
-
-def glorot_uniform(shape, dtype, name):
-    """TF1's default kernel initializer, drawn with NumPy seeded by the variable name."""
-    fan_in, fan_out = (shape[0], shape[1]) if len(shape) == 2 else (shape[0], shape[0])
-    limit = np.sqrt(6.0 / (fan_in + fan_out))
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    return rng.uniform(-limit, limit, shape).astype(dtype.as_numpy_dtype)
-
-
-def _make_variable(prefix, name, shape, dtype, initializer):
-    """A trainable variable ``prefix/name``, made outside any loop, cond or dependency."""
+def _make_variable(name, shape, dtype, initializer):
+    """``get_variable(name)`` in the current variable scope, made outside any loop, cond or
+    dependency (a cell first called inside ``dynamic_rnn``'s loop builds there)."""
     g = get_default_graph()
-    full = f"{prefix}/{name}" if prefix else name
-    if initializer is None:
-        value = glorot_uniform(shape, dtype, full)
-    elif callable(initializer):
-        value = initializer(list(shape), dtype)
-    else:
-        value = np.full(shape, initializer, dtype.as_numpy_dtype)
+    if initializer is not None and not callable(initializer):
+        value = initializer
+        initializer = lambda shape, dtype=None, **_: np.full(  # noqa: E731
+            shape, value, dtype.as_numpy_dtype)
     saved = g._get_control_flow_context()
     g._set_control_flow_context(None)
     try:
-        with g.control_dependencies(None), g.name_scope((prefix + "/") if prefix else None):
-            return Variable(value, name=name, dtype=dtype)
+        with g.control_dependencies(None):
+            return get_variable(name, shape, dtype=dtype, initializer=initializer)
     finally:
         g._set_control_flow_context(saved)
 
@@ -124,11 +79,11 @@ def _snake_case(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _ones(shape, dtype):
+def _ones(shape, dtype, **_):
     return np.ones(shape, dtype.as_numpy_dtype)
 
 
-def _zeros(shape, dtype):
+def _zeros(shape, dtype, **_):
     return np.zeros(shape, dtype.as_numpy_dtype)
 
 
@@ -169,34 +124,45 @@ class RNNCell:
     trainable_variables = weights = variables
 
     def add_variable(self, name, shape, dtype=None, initializer=None):
-        """A variable ``<cell scope>/name`` of the cell (TF1's ``add_variable``): made
-        outside every loop; ``initializer`` is a callable ``(shape, dtype) -> value`` or a
-        constant (default: Glorot-uniform)."""
+        """A variable ``<cell scope>/name`` of the cell (TF1's ``add_variable``), made with
+        ``get_variable`` outside every loop; ``initializer`` is an initializer, a callable
+        ``(shape, dtype) -> value`` or a constant (default: the enclosing scope's
+        initializer, else Glorot-uniform)."""
         dtype = _dtypes.as_dtype(dtype) if dtype is not None else self._dtype
-        v = _make_variable(self._scope, name, list(shape), dtype, initializer)
+        with variable_scope(self._scope, reuse=True if self._built else None,
+                            auxiliary_name_scope=False):
+            v = _make_variable(name, list(shape), dtype, initializer)
         self.__dict__.setdefault("_variables", []).append(v)
         return v
 
     add_weight = add_variable
 
     def __call__(self, inputs, state, scope=None):
-        if not self._built:
-            first = convert_to_tensor(nest.flatten(inputs)[0])
-            if self._dtype is None:
-                self._dtype = first.dtype
-            prefix = _current_prefix()
-            if scope is not None:
-                prefix = f"{prefix}/{scope}" if prefix else scope
-            name = self._name or type(self).__dict__.get("_default_name") or \
-                _snake_case(type(self).__name__)
-            base = f"{prefix}/{name}" if prefix else name
-            self._scope = base if self._name else _unique_cell_scope(base)
-            if not first.shape.ndims or first.shape[-1] is None:
-                raise ValueError(f"Expected inputs.shape[-1] to be known, saw shape: "
-                                 f"{first.shape}")
-            self.build(first.shape)
-            self._built = True
-        return self.call(inputs, state)
+        """``call(inputs, state)`` in the cell's variable scope, building the cell first.
+
+        As TF1's layer cells: the first call opens the scope ``<enclosing variable
+        scope>/<name>`` (the class's snake-case name made unique, ``gru_cell_1``..., when
+        no ``name`` was given; under ``scope`` when one is passed), later calls reenter it
+        with ``reuse=True``, so a cell used twice shares its variables."""
+        if self._scope is None:
+            with variable_scope(scope) if scope is not None else _no_scope():
+                name = self._name or type(self).__dict__.get("_default_name") or \
+                    _snake_case(type(self).__name__)
+                with variable_scope(self._name, default_name=name) as vs:
+                    self._scope = vs
+        with variable_scope(self._scope, reuse=True if self._built else None,
+                            auxiliary_name_scope=False) as vs:
+            with get_default_graph().name_scope(vs.original_name_scope):
+                if not self._built:
+                    first = convert_to_tensor(nest.flatten(inputs)[0])
+                    if self._dtype is None:
+                        self._dtype = first.dtype
+                    if not first.shape.ndims or first.shape[-1] is None:
+                        raise ValueError(f"Expected inputs.shape[-1] to be known, saw shape: "
+                                         f"{first.shape}")
+                    self.build(first.shape)
+                    self._built = True
+                return self.call(inputs, state)
 
     def build(self, inputs_shape):
         """Make the cell's variables (called once, at the first call, with the static
@@ -427,14 +393,8 @@ class MultiRNNCell(RNNCell):
                              f"received: {state}")
         new_states = []
         current = inputs
-        stack = _scope_stack()
-        saved = stack[:]
-        stack[:] = [self._scope]  # the sub-cells build under this cell's full name
-        try:
-            for k, (cell, s) in enumerate(zip(self._cells, state)):
-                with variable_scope_name(f"cell_{k}"):
-                    current, new_s = cell(current, s)
-                new_states.append(new_s)
-        finally:
-            stack[:] = saved
+        for k, (cell, s) in enumerate(zip(self._cells, state)):
+            with variable_scope(f"cell_{k}"):
+                current, new_s = cell(current, s)
+            new_states.append(new_s)
         return current, tuple(new_states)

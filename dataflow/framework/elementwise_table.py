@@ -96,6 +96,12 @@ class ElementwiseOp:
         return self.cuda or self.scalar
 
     @property
+    def in_place(self) -> bool:
+        """The output has the inputs' dtype, so it may take the block of a dying input
+        of its size (the memory planner's in-place reuse)."""
+        return self.output == "same" or self.dtypes == "bool"
+
+    @property
     def fusable(self) -> bool:
         """Compiled scalar code that maps floats to the same float type."""
         return self.scalar is not None and self.output == "same" and \

@@ -49,6 +49,9 @@ class OpDef:
     their consumers straight to their producer. ``reads_shapes_only`` ops (Shape,
     Size, Rank) look at their inputs' shapes, never their values, so their cost does
     not grow with the inputs (the run plan never hands them to a worker thread).
+    ``in_place`` ops are elementwise: their output may be written over an input of the
+    same size that dies at this op (the memory planner, :mod:`dataflow.memory`, reuses
+    that input's block, Owl's *inplace reuse*).
     """
 
     type: str
@@ -57,13 +60,15 @@ class OpDef:
     role: str = NORMAL
     forwards_input: bool = False
     reads_shapes_only: bool = False
+    in_place: bool = False
 
 
 _REGISTRY: dict[str, OpDef] = {}
 
 
 def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL,
-                forwards_input: bool = False, reads_shapes_only: bool = False):
+                forwards_input: bool = False, reads_shapes_only: bool = False,
+                in_place: bool = False):
     """Decorator registering ``infer`` as the shape/dtype function of ``op_type``."""
     if role not in EXECUTOR_ROLES:
         raise ValueError(f"unknown executor role {role!r}")
@@ -72,7 +77,7 @@ def register_op(op_type: str, *, stateful: bool = False, role: str = NORMAL,
         if op_type in _REGISTRY:
             raise KeyError(f"Op type {op_type!r} is already registered")
         _REGISTRY[op_type] = OpDef(op_type, infer, stateful, role, forwards_input,
-                                   reads_shapes_only)
+                                   reads_shapes_only, in_place)
         return infer
 
     return decorate

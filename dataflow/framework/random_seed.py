@@ -12,7 +12,7 @@ A random op gets two seeds ``(seed, seed2)`` when it is built:
 ``(0, 0)`` produced by the rules above becomes ``(0, 2**31 - 1)``, as in TF, so a
 seeded op is never mistaken for an unseeded one.
 
->>> g = Graph()
+>>> g = df.Graph()
 >>> with g.as_default():
 ...     set_random_seed(1)
 ...     get_seed(7)
@@ -36,7 +36,10 @@ def set_random_seed(seed):
     """Set the default graph's seed: random ops built afterwards become reproducible.
 
     >>> set_random_seed(42)
-    >>> a = random_uniform([2])   # same values in every new Session
+    >>> a = df.random_uniform([2])
+    >>> first = df.Session().run(a)
+    >>> bool((df.Session().run(a) == first).all())   # the same values in every new Session
+    True
     """
     get_default_graph().seed = None if seed is None else int(seed)
 

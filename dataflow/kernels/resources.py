@@ -78,8 +78,10 @@ class PhiloxStream:
 
     >>> s = PhiloxStream(1, 2)
     >>> a = s.generator().random(3); b = s.generator().random(3)   # differ
-    >>> (PhiloxStream(1, 2).generator().random(3) == a).all()
+    >>> bool((PhiloxStream(1, 2).generator().random(3) == a).all())
     True
+    >>> bool((a == b).any())
+    False
     """
 
     __slots__ = ("key", "_count", "_lock")

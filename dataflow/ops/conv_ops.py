@@ -8,9 +8,14 @@ s)`` outputs and pads ``max((out - 1) s + k' - in, 0)`` entries, the smaller hal
 Max pooling ignores the padding; average pooling divides by the number of entries each
 window really covers.
 
->>> x = placeholder(float32, [None, 8, 8, 1])
->>> h = relu(conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME"))     # [?, 8, 8, 16]
->>> p = max_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")   # [?, 4, 4, 16]
+>>> x = df.placeholder(df.float32, [None, 8, 8, 1])
+>>> w = df.ones([3, 3, 1, 16])
+>>> h = df.nn.relu(conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME"))
+>>> h.shape
+TensorShape([None, 8, 8, 16])
+>>> p = max_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+>>> p.shape
+TensorShape([None, 4, 4, 16])
 """
 from __future__ import annotations
 
@@ -250,7 +255,13 @@ def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True
     """2-D convolution (cross-correlation, as TF) of an NHWC ``input`` with a ``filter`` of
     shape ``[height, width, in_channels, out_channels]``.
 
-    >>> conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")
+    >>> x = df.reshape(df.range(9.0), [1, 3, 3, 1])      # one 3x3 image: 0..8
+    >>> w = df.ones([2, 2, 1, 1])                          # sums each 2x2 window
+    >>> y = conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")
+    >>> df.Session().run(y)[0, :, :, 0]
+    array([[ 8., 12.,  7.],
+           [20., 24., 13.],
+           [13., 15.,  8.]], dtype=float32)
     """
     if filter is None:
         filter = filters  # noqa: A001
@@ -306,7 +317,13 @@ def depthwise_conv2d(input, filter, strides, padding, rate=None, name=None,  # n
     """TF1's ``tf.nn.depthwise_conv2d``: ``depthwise_conv2d_native`` with an optional
     dilation ``rate`` (``[rh, rw]``; strides must then be 1, as TF1 requires).
 
-    >>> depthwise_conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME", rate=[2, 2])
+    >>> x = df.reshape(df.range(18.0), [1, 3, 3, 2])
+    >>> w = df.ones([2, 2, 2, 1])                          # one filter per channel
+    >>> y = depthwise_conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME", rate=[2, 2])
+    >>> df.Session().run(y)[0, :, :, 0]
+    array([[ 8., 16.,  8.],
+           [16., 32., 16.],
+           [ 8., 16.,  8.]], dtype=float32)
     """
     rate = dilations if rate is None else rate
     rate = (1, 1) if rate is None else tuple(int(r) for r in rate)
@@ -354,7 +371,11 @@ def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None,
              input=None):  # noqa: A002
     """The maximum of each ``ksize`` window (padding never wins).
 
-    >>> max_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+    >>> h = df.reshape(df.range(9.0), [1, 3, 3, 1])
+    >>> y = max_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+    >>> df.Session().run(y)[0, :, :, 0]
+    array([[4., 5.],
+           [7., 8.]], dtype=float32)
     """
     value = input if value is None else value
     attrs = _pool_attrs("max_pool", ksize, strides, padding, data_format)
@@ -365,7 +386,11 @@ def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None,
              input=None):  # noqa: A002
     """The mean of each ``ksize`` window over the entries it covers (padding excluded).
 
-    >>> avg_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    >>> h = df.reshape(df.range(16.0), [1, 4, 4, 1])
+    >>> y = avg_pool(h, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    >>> df.Session().run(y)[0, :, :, 0]
+    array([[ 2.5,  4.5],
+           [10.5, 12.5]], dtype=float32)
     """
     value = input if value is None else value
     attrs = _pool_attrs("avg_pool", ksize, strides, padding, data_format)

@@ -5,10 +5,24 @@ Axes, ``k`` and split sizes are static attributes here (TF1 programs pass Python
 constants; a constant tensor is accepted too). Slice bounds, paddings and range bounds
 are tensors, so they may be computed at run time.
 
->>> x = constant([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
->>> i = argmax(x, axis=1)                  # [1, 0] (int64)
->>> top, where_ = top_k(x, k=2)            # values [[5, 2], [7, 3]], indices int32
+>>> x = df.constant([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+>>> i = argmax(x, axis=1)
+>>> top, where_ = top_k(x, k=2)
 >>> p = pad(x, [[1, 1], [0, 0]], mode="REFLECT")
+>>> with df.Session() as sess:
+...     sess.run(i)
+...     sess.run(top)
+...     sess.run(where_)
+...     sess.run(p)
+array([1, 0])
+array([[5., 2.],
+       [7., 3.]], dtype=float32)
+array([[1, 2],
+       [0, 2]], dtype=int32)
+array([[7., 0., 3.],
+       [1., 5., 2.],
+       [7., 0., 3.],
+       [1., 5., 2.]], dtype=float32)
 """
 from __future__ import annotations
 
@@ -84,7 +98,8 @@ def _arg(op_type, input, axis, name, dimension, output_type):  # noqa: A002
 def argmax(input, axis=None, name=None, dimension=None, output_type=_dtypes.int64):  # noqa: A002
     """Index of the largest value along ``axis`` (0 when None); ties give the first index.
 
-    >>> argmax(constant([[1, 9], [8, 2]]), axis=1)   # [1, 0]
+    >>> df.Session().run(argmax(df.constant([[1, 9], [8, 2]]), axis=1))
+    array([1, 0])
     """
     return _arg("ArgMax", input, axis, name, dimension, output_type)
 
@@ -92,7 +107,8 @@ def argmax(input, axis=None, name=None, dimension=None, output_type=_dtypes.int6
 def argmin(input, axis=None, name=None, dimension=None, output_type=_dtypes.int64):  # noqa: A002
     """Index of the smallest value along ``axis`` (0 when None); ties give the first index.
 
-    >>> argmin(constant([3, 1, 2]))   # 1
+    >>> df.Session().run(argmin(df.constant([3, 1, 2])))
+    np.int64(1)
     """
     return _arg("ArgMin", input, axis, name, dimension, output_type)
 
@@ -160,7 +176,9 @@ def _int_vector(v):
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
     """The block of ``input_`` starting at ``begin`` of extent ``size`` (-1: to the end).
 
-    >>> slice(constant([[1, 2, 3], [4, 5, 6]]), [0, 1], [2, -1])   # [[2, 3], [5, 6]]
+    >>> df.Session().run(slice(df.constant([[1, 2, 3], [4, 5, 6]]), [0, 1], [2, -1]))
+    array([[2, 3],
+           [5, 6]], dtype=int32)
     """
     x = convert_to_tensor(input_)
     b, s = _int_vector(begin), _int_vector(size)
@@ -213,7 +231,9 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     """Split ``value`` along ``axis`` into equal parts (an int) or parts of the given sizes
     (a list; one size may be -1). Returns a list of tensors.
 
-    >>> a, b = split(constant([[1, 2, 3, 4]]), 2, axis=1)   # [[1, 2]], [[3, 4]]
+    >>> a, b = split(df.constant([[1, 2, 3, 4]]), 2, axis=1)
+    >>> df.Session().run([a, b])
+    [array([[1, 2]], dtype=int32), array([[3, 4]], dtype=int32)]
     """
     x = convert_to_tensor(value)
     axis = _static_int(axis, "axis", "split")
@@ -284,7 +304,9 @@ def _unpack_infer(op):
 def unstack(value, num=None, axis=0, name="unstack"):
     """The rank-(R-1) slices of ``value`` along ``axis``, as a list.
 
-    >>> a, b = unstack(constant([[1, 2], [3, 4]]))   # [1, 2], [3, 4]
+    >>> a, b = unstack(df.constant([[1, 2], [3, 4]]))
+    >>> df.Session().run([a, b])
+    [array([1, 2], dtype=int32), array([3, 4], dtype=int32)]
     """
     x = convert_to_tensor(value)
     axis = int(axis)
@@ -354,7 +376,8 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
     ``mode`` is ``"CONSTANT"`` (``constant_values``), ``"REFLECT"`` (mirror without the
     edge) or ``"SYMMETRIC"`` (mirror with the edge), case-insensitive as in TF.
 
-    >>> pad(constant([[1, 2]]), [[0, 0], [2, 1]], "SYMMETRIC")   # [[2, 1, 1, 2, 2]]
+    >>> df.Session().run(pad(df.constant([[1, 2]]), [[0, 0], [2, 1]], "SYMMETRIC"))
+    array([[2, 1, 1, 2, 2]], dtype=int32)
     """
     x = convert_to_tensor(tensor)
     p = paddings if isinstance(paddings, Tensor) else convert_to_tensor(
@@ -415,7 +438,8 @@ def _scatter_nd_infer(op):
 def gather_nd(params, indices, name=None, batch_dims=0):
     """Slices of ``params`` at the index vectors in the last dimension of ``indices``.
 
-    >>> gather_nd(constant([[1, 2], [3, 4]]), [[1, 0], [0, 1]])   # [3, 2]
+    >>> df.Session().run(gather_nd(df.constant([[1, 2], [3, 4]]), [[1, 0], [0, 1]]))
+    array([3, 2], dtype=int32)
     """
     if batch_dims != 0:
         raise ValueError("gather_nd: only batch_dims=0 is supported")
@@ -428,7 +452,8 @@ def gather_nd(params, indices, name=None, batch_dims=0):
 def scatter_nd(indices, updates, shape, name=None):
     """Zeros of ``shape`` with ``updates`` added at ``indices`` (repeated indices sum).
 
-    >>> scatter_nd([[1], [3]], [9.0, 7.0], [5])   # [0, 9, 0, 7, 0]
+    >>> df.Session().run(scatter_nd([[1], [3]], [9.0, 7.0], [5]))
+    array([0., 9., 0., 7., 0.], dtype=float32)
     """
     indices = convert_to_tensor(indices)
     updates = convert_to_tensor(updates)
@@ -444,7 +469,8 @@ def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
     """The entries of ``tensor`` where the boolean ``mask`` is true, mask dimensions flattened
     into one (starting at ``axis``), as TF1 composes it from reshape, where and gather.
 
-    >>> boolean_mask(constant([[1, 2], [3, 4]]), [True, False])   # [[1, 2]]
+    >>> df.Session().run(boolean_mask(df.constant([[1, 2], [3, 4]]), [True, False]))
+    array([[1, 2]], dtype=int32)
     """
     from .array_ops import concat, gather, reshape, shape, squeeze, where
     from .math_ops import reduce_prod
@@ -500,7 +526,9 @@ def _reverse_infer(op):
 def reverse(tensor, axis, name=None):
     """``tensor`` with the dimensions ``axis`` (a list of ints) reversed.
 
-    >>> reverse(constant([[1, 2], [3, 4]]), [1])   # [[2, 1], [4, 3]]
+    >>> df.Session().run(reverse(df.constant([[1, 2], [3, 4]]), [1]))
+    array([[2, 1],
+           [4, 3]], dtype=int32)
     """
     x = convert_to_tensor(tensor)
     if isinstance(axis, Tensor):
@@ -561,7 +589,8 @@ def _range_dtype(values):
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
     """``[start, start + delta, ...]`` up to, not including, ``limit`` (``range(n)``: 0..n-1).
 
-    >>> range(3, 18, 3)   # [3, 6, 9, 12, 15] (int32)
+    >>> df.Session().run(range(3, 18, 3))
+    array([ 3,  6,  9, 12, 15], dtype=int32)
     """
     if limit is None:
         start, limit = 0, start
@@ -599,7 +628,8 @@ def _linspace_infer(op):
 def linspace(start, stop, num, name=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (float).
 
-    >>> linspace(10.0, 12.0, 3)   # [10, 11, 12]
+    >>> df.Session().run(linspace(10.0, 12.0, 3))
+    array([10., 11., 12.], dtype=float32)
     """
     start = convert_to_tensor(start)
     stop = convert_to_tensor(stop, dtype=start.dtype if not isinstance(stop, Tensor) else None)
@@ -629,7 +659,8 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):  # noqa: A002
     """Running sums along ``axis``; ``exclusive`` leaves each element out of its own sum,
     ``reverse`` sums from the end.
 
-    >>> cumsum(constant([1, 2, 3]), exclusive=True)   # [0, 1, 3]
+    >>> df.Session().run(cumsum(df.constant([1, 2, 3]), exclusive=True))
+    array([0, 1, 3], dtype=int32)
     """
     x = convert_to_tensor(x)
     attrs = {"axis": _static_int(axis, "axis", "cumsum"), "exclusive": bool(exclusive),
@@ -667,7 +698,9 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TF's names
     """The ``k`` largest entries of the last dimension and their indices (int32), as the
     named tuple ``(values, indices)``; equal values keep their order (lower index first).
 
-    >>> values, indices = top_k(constant([1.0, 3.0, 2.0]), k=2)   # [3, 2], [1, 2]
+    >>> values, indices = top_k(df.constant([1.0, 3.0, 2.0]), k=2)
+    >>> df.Session().run([values, indices])
+    [array([3., 2.], dtype=float32), array([1, 2], dtype=int32)]
     """
     x = convert_to_tensor(input)
     k = _static_int(k, "k", "top_k")
@@ -704,7 +737,8 @@ def in_top_k(predictions, targets, k, name=None):
     ties count in its favour (it is in if fewer than ``k`` entries are strictly larger), and
     a row with a non-finite prediction or an out-of-range target gives False.
 
-    >>> in_top_k(constant([[0.1, 0.9], [0.8, 0.2]]), [1, 1], 1)   # [True, False]
+    >>> df.Session().run(in_top_k(df.constant([[0.1, 0.9], [0.8, 0.2]]), [1, 1], 1))
+    array([ True, False])
     """
     predictions = convert_to_tensor(predictions)
     targets = convert_to_tensor(targets)

@@ -26,8 +26,9 @@ array([2., 2., 2.], dtype=float32)
 from __future__ import annotations
 
 from .. import dtypes as _dtypes
-from ..framework.convert import convert_to_tensor
+from ..framework.convert import convert_to_tensor, register_tensor_conversion
 from ..framework.graph import Tensor, get_default_graph
+from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import register_op
 from ..framework.tensor_shape import TensorShape
 from .array_ops import shape_from_tensor
@@ -132,3 +133,19 @@ def activation_grad(op_type, y, dy, name=None):
     """``TanhGrad`` or ``SigmoidGrad`` of forward output ``y`` and incoming gradient ``dy``."""
     return get_default_graph().create_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)],
                                          name=name or op_type).outputs[0]
+
+
+def _densify_indexed_slices(slices, dtype, name):
+    """An IndexedSlices as the dense tensor it stands for (TF's ``_IndexedSlicesToTensor``):
+    its rows added into zeros of ``dense_shape``."""
+    if dtype is not None and dtype is not slices.dtype:
+        raise TypeError(f"Tensor conversion requested dtype {dtype.name} for IndexedSlices "
+                        f"with dtype {slices.dtype.name}")
+    if slices.dense_shape is None:
+        raise ValueError(f"Cannot convert {slices!r} to a Tensor: its dense_shape is unknown")
+    dense = gather_grad(slices.values, slices.indices, slices.dense_shape, 0, name=name)
+    dense.set_shape(slices.shape)
+    return dense
+
+
+register_tensor_conversion(IndexedSlices, _densify_indexed_slices)

@@ -62,7 +62,9 @@ class Initializer:
 class Zeros(Initializer):
     """All zeros (``tf.zeros_initializer``).
 
-    >>> Zeros()([2, 3], dtype=int32)
+    >>> df.Session().run(Zeros()([2, 3], dtype=df.int32))
+    array([[0, 0, 0],
+           [0, 0, 0]], dtype=int32)
     """
 
     def __init__(self, dtype=_dtypes.float32):
@@ -86,7 +88,9 @@ class Constant(Initializer):
     """A given value (``tf.constant_initializer``): a scalar fills the shape; a list with
     fewer elements than the shape is padded with its last element, as TF1 does.
 
-    >>> Constant([1, 2])([2, 2])          # [[1, 2], [2, 2]]
+    >>> df.Session().run(Constant([1, 2])([2, 2]))
+    array([[1., 2.],
+           [2., 2.]], dtype=float32)
     """
 
     def __init__(self, value=0, dtype=_dtypes.float32, verify_shape=False):

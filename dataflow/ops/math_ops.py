@@ -60,7 +60,7 @@ _SHAPE_FNS = {("unchanged", "same"): shape_fns.unchanged,
               ("same", "same"): _same_shape_infer}
 
 for _row in ELEMENTWISE.values():
-    register_op(_row.name)(_SHAPE_FNS[(_row.shape, _row.output)])
+    register_op(_row.name, in_place=_row.in_place)(_SHAPE_FNS[(_row.shape, _row.output)])
 
 
 def _reduction_infer(op):

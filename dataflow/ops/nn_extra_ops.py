@@ -6,8 +6,12 @@ so their gradients (and their behaviour at ties and zeros) follow from those ops
 ``clip_by_value`` is ``maximum(minimum(t, hi), lo)``, ``clip_by_norm`` guards the zero
 norm with a select, ``moments`` stops the gradient through the mean inside the variance.
 
->>> loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(labels=y, logits=z))
->>> grads, norm = clip_by_global_norm(grads, 5.0)
+>>> z = df.constant([[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+>>> loss = df.reduce_mean(sparse_softmax_cross_entropy_with_logits(labels=[0, 1], logits=z))
+>>> grads, norm = clip_by_global_norm([df.constant([30.0, 40.0])], 5.0)
+>>> with df.Session() as sess:
+...     sess.run([loss, norm, grads[0]])
+[np.float32(1.2395449), np.float32(50.0), array([2.9999998, 3.9999998], dtype=float32)]
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph, name_scope
+from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import register_op
 from . import array_ops, math_ops
 
@@ -58,7 +63,9 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
     (shape: ``logits`` without its last dimension). A label outside ``[0, classes)`` is an
     InvalidArgumentError at run time, as on TF's CPU.
 
-    >>> sparse_softmax_cross_entropy_with_logits(labels=[0, 2], logits=z)   # shape [2]
+    >>> z = df.constant([[0.0, 0.0], [0.0, 100.0]])
+    >>> df.Session().run(sparse_softmax_cross_entropy_with_logits(labels=[0, 1], logits=z))
+    array([ 0.6931472, -0.       ], dtype=float32)
     """
     if _sentinel is not None:
         raise ValueError("Only call `sparse_softmax_cross_entropy_with_logits` with named "
@@ -78,7 +85,8 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
     """``max(x, 0) - x * z + log(1 + exp(-|x|))`` for logits ``x`` and labels ``z``: the
     numerically stable form of the logistic loss (TF1's formula).
 
-    >>> sigmoid_cross_entropy_with_logits(labels=[1.0, 0.0], logits=[2.0, -1.0])
+    >>> df.Session().run(sigmoid_cross_entropy_with_logits(labels=[1.0, 0.0], logits=[2.0, -1.0]))
+    array([0.126928  , 0.31326163], dtype=float32)
     """
     if _sentinel is not None:
         raise ValueError("Only call `sigmoid_cross_entropy_with_logits` with named arguments "
@@ -102,7 +110,8 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
 def l2_loss(t, name=None):
     """``sum(t ** 2) / 2`` (a scalar).
 
-    >>> l2_loss(constant([3.0, 4.0]))   # 12.5
+    >>> df.Session().run(l2_loss(df.constant([3.0, 4.0])))
+    np.float32(12.5)
     """
     t = convert_to_tensor(t)
     with name_scope(name or "L2Loss"):
@@ -112,7 +121,8 @@ def l2_loss(t, name=None):
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     """``x / sqrt(max(sum(x ** 2, axis), epsilon))``.
 
-    >>> l2_normalize(constant([3.0, 4.0]), axis=0)   # [0.6, 0.8]
+    >>> df.Session().run(l2_normalize(df.constant([3.0, 4.0]), axis=0))
+    array([0.6, 0.8], dtype=float32)
     """
     axis = dim if axis is None else axis
     with name_scope(name or "l2_normalize"):
@@ -125,7 +135,10 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
 def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
     """Mean and variance of ``x`` over ``axes`` (``shift`` is unused, as in TF1).
 
+    >>> x = df.constant([[1.0, 2.0], [3.0, 6.0]])
     >>> mean, variance = moments(x, axes=[0])
+    >>> df.Session().run([mean, variance])
+    [array([2., 4.], dtype=float32), array([1., 4.], dtype=float32)]
     """
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with name_scope(name or "moments"):
@@ -145,7 +158,11 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
     """``scale * (x - mean) / sqrt(variance + variance_epsilon) + offset`` (offset and
     scale may be None), computed as TF1 does: ``x * inv + (offset - mean * inv)``.
 
-    >>> y = batch_normalization(x, mean, variance, beta, gamma, 1e-3)
+    >>> x = df.constant([[1.0, 3.0]])
+    >>> y = batch_normalization(x, mean=[2.0, 2.0], variance=[1.0, 4.0], offset=[0.0, 10.0],
+    ...                         scale=[1.0, 2.0], variance_epsilon=0.0)
+    >>> df.Session().run(y)
+    array([[-1., 11.]], dtype=float32)
     """
     with name_scope(name or "batchnorm"):
         x = convert_to_tensor(x)
@@ -163,9 +180,12 @@ def bias_add(value, bias, data_format=None, name=None):
     """``value + bias`` with the 1-D ``bias`` along the channel dimension (the last one for
     ``NHWC``/None, dimension 1 for ``NC...``).
 
-    >>> bias_add(h, b)   # h [batch, 10], b [10]
+    >>> h = df.zeros([2, 3])
+    >>> df.Session().run(bias_add(h, [1.0, 2.0, 3.0]))
+    array([[1., 2., 3.],
+           [1., 2., 3.]], dtype=float32)
     """
-    with name_scope(name or "BiasAdd"):
+    with name_scope(name or "BiasAdd") as scope:
         value = convert_to_tensor(value, name="input")
         bias = convert_to_tensor(bias, dtype=value.dtype, name="bias")
         if bias.shape.ndims not in (None, 1):
@@ -186,7 +206,8 @@ def bias_add(value, bias, data_format=None, name=None):
             if rank is None:
                 raise ValueError("bias_add with NC... data_format needs the rank of value")
             bias = array_ops.reshape(bias, [-1] + [1] * (rank - 2))
-        return math_ops.add(value, bias)
+        # The sum takes the scope's own name, as TF's BiasAdd op does ("dense/BiasAdd").
+        return math_ops.add(value, bias, name=scope)
 
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True,
@@ -195,7 +216,10 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     ``partition_strategy`` ``"mod"`` (id ``i`` is row ``i // n`` of shard ``i % n``) or
     ``"div"`` (contiguous blocks); ``max_norm`` clips each looked-up row's L2 norm.
 
-    >>> embedding_lookup(table, [3, 1])   # table[[3, 1]]
+    >>> table = df.constant([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    >>> df.Session().run(embedding_lookup(table, [3, 1]))
+    array([[3., 3.],
+           [1., 1.]], dtype=float32)
     """
     if partition_strategy not in ("mod", "div"):
         raise ValueError(f"Unrecognized partition strategy: {partition_strategy}")
@@ -241,7 +265,8 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """``t`` with values below ``clip_value_min`` raised to it and those above
     ``clip_value_max`` lowered to it (a value at a bound keeps its gradient, as TF1).
 
-    >>> clip_by_value(constant([-2.0, 0.5, 3.0]), 0.0, 1.0)   # [0, 0.5, 1]
+    >>> df.Session().run(clip_by_value(df.constant([-2.0, 0.5, 3.0]), 0.0, 1.0))
+    array([0. , 0.5, 1. ], dtype=float32)
     """
     with name_scope(name or "clip_by_value"):
         t = convert_to_tensor(t, name="t")
@@ -264,7 +289,8 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     """``t * clip_norm / max(l2norm(t, axes), clip_norm)``: rescaled so its L2 norm over
     ``axes`` (all when None) is at most ``clip_norm``.
 
-    >>> clip_by_norm(constant([3.0, 4.0]), 1.0)   # [0.6, 0.8]
+    >>> df.Session().run(clip_by_norm(df.constant([3.0, 4.0]), 1.0))
+    array([0.6, 0.8], dtype=float32)
     """
     with name_scope(name or "clip_by_norm"):
         t = convert_to_tensor(t, name="t")
@@ -282,13 +308,16 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
 def _tensor_list(t_list, fn):
     if isinstance(t_list, (str, bytes, Tensor)) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"{fn}: t_list should be a sequence of tensors")
-    return [None if t is None else convert_to_tensor(t) for t in t_list]
+    # As TF, an IndexedSlices counts by its rows (repeated indices are not summed first).
+    return [None if t is None else t.values if isinstance(t, IndexedSlices)
+            else convert_to_tensor(t) for t in t_list]
 
 
 def global_norm(t_list, name=None):
     """``sqrt(sum of squares of every element of every tensor)`` (None entries skipped).
 
-    >>> global_norm([constant([3.0]), constant([4.0])])   # 5.0
+    >>> df.Session().run(global_norm([df.constant([3.0]), df.constant([4.0])]))
+    np.float32(5.0)
     """
     values = _tensor_list(t_list, "global_norm")
     with name_scope(name or "global_norm"):
@@ -299,10 +328,15 @@ def global_norm(t_list, name=None):
 
 def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     """Scale every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns the
-    clipped list (None entries stay None) and the global norm. An infinite norm gives NaN
-    values, as TF1.
+    clipped list (None entries stay None, an IndexedSlices stays one with scaled rows)
+    and the global norm. An infinite norm gives NaN values, as TF1.
 
-    >>> clipped, norm = clip_by_global_norm(grads, 5.0)
+    >>> grads = [df.constant([3.0, 0.0]), None, df.constant([4.0])]
+    >>> clipped, norm = clip_by_global_norm(grads, 1.0)
+    >>> clipped[1] is None
+    True
+    >>> df.Session().run([clipped[0], clipped[2], norm])
+    [array([0.6, 0. ], dtype=float32), array([0.8], dtype=float32), np.float32(5.0)]
     """
     values = _tensor_list(t_list, "clip_by_global_norm")
     with name_scope(name or "clip_by_global_norm") as scope:
@@ -317,4 +351,6 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
         clipped = [None if v is None else
                    array_ops.identity(v * math_ops.cast(scale, v.dtype), name=f"{base}_{i}")
                    for i, v in enumerate(values)]
+    clipped = [IndexedSlices(c, t.indices, t.dense_shape) if isinstance(t, IndexedSlices)
+               else c for c, t in zip(clipped, t_list)]
     return clipped, use_norm

@@ -6,10 +6,10 @@ draws new numbers, and two Sessions of a graph with seeds (``set_random_seed``
 or ``seed=``) draw the same sequence. The generator is described in
 :mod:`dataflow.kernels.numpy_cpu.random`; the numbers are not TF's.
 
->>> set_random_seed(0)
+>>> df.set_random_seed(0)
 >>> w = random_normal([3, 2], stddev=0.1)
->>> with Session() as s1, Session() as s2:
-...     (s1.run(w) == s2.run(w)).all()
+>>> with df.Session() as s1, df.Session() as s2:
+...     bool((s1.run(w) == s2.run(w)).all())
 True
 """
 from __future__ import annotations
@@ -141,7 +141,7 @@ def random_uniform(shape, minval=0, maxval=None, dtype=_dtypes.float32, seed=Non
     defaults to 1 for floats and is required for integers.
 
     >>> u = random_uniform([4], -1.0, 1.0)
-    >>> k = random_uniform([], 0, 10, dtype=int32)
+    >>> k = random_uniform([], 0, 10, dtype=df.int32)
     """
     dtype = _check_dtype(dtype, _FLOATS + _INTS, "random_uniform")
     if dtype.is_integer and maxval is None:
@@ -199,8 +199,13 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     scale the others by ``1 / (1 - rate)`` (``tf.nn.dropout``; give one of
     ``keep_prob`` and ``rate``). ``noise_shape`` broadcasts one draw over dimensions.
 
-    >>> h = dropout(h, keep_prob=0.5)
-    >>> h = dropout(h, rate=0.1)
+    >>> h = df.ones([10, 10])
+    >>> with df.Session() as sess:
+    ...     kept = sess.run(dropout(h, keep_prob=0.5))
+    >>> sorted(set(kept.ravel().tolist()) - {0.0})   # survivors scaled by 1 / 0.5
+    [2.0]
+    >>> dropout(h, rate=0.1).shape
+    TensorShape([10, 10])
     """
     if (keep_prob is None) == (rate is None):
         raise ValueError("Specify exactly one of keep_prob and rate.")

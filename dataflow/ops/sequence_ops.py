@@ -1,8 +1,10 @@
 """``reverse_sequence``: reverse the first ``seq_lengths[b]`` steps of each batch entry
 (TF's ``ReverseSequence``; ``bidirectional_dynamic_rnn`` runs its backward cell on it).
 
->>> x = constant([[1, 2, 3], [4, 5, 6]])
->>> reverse_sequence(x, [2, 3], seq_axis=1, batch_axis=0)   # [[2, 1, 3], [6, 5, 4]]
+>>> x = df.constant([[1, 2, 3], [4, 5, 6]])
+>>> df.Session().run(reverse_sequence(x, [2, 3], seq_axis=1, batch_axis=0))
+array([[2, 1, 3],
+       [6, 5, 4]], dtype=int32)
 """
 from __future__ import annotations
 

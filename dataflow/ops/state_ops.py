@@ -158,7 +158,12 @@ class Variable:
         the running Session, else its initial value (``tf.Variable.initialized_value``), to
         initialize another variable from this one.
 
+        >>> w = Variable([1.0, 2.0])
         >>> w2 = Variable(w.initialized_value() * 2.0)
+        >>> with df.Session() as sess:
+        ...     sess.run(w2.initializer)   # w is not initialized: its initial value is used
+        ...     sess.run(w2)
+        array([2., 4.], dtype=float32)
         """
         g = get_default_graph()
         with g.control_dependencies(None):

@@ -12,9 +12,11 @@ Gradients (``dataflow/autodiff/tensor_array_grad.py``) use a *gradient array* pe
 source: ``TensorArrayGradV3`` finds or makes it next to the forward array, and
 gradient writes to one index add up.
 
->>> ta = TensorArray(float32, size=3)
+>>> ta = TensorArray(df.float32, size=3)
 >>> ta = ta.write(0, 1.0).write(1, 2.0).write(2, 3.0)
->>> total = reduce_sum(ta.stack())        # 6.0 when run
+>>> total = df.reduce_sum(ta.stack())
+>>> df.Session().run(total)
+np.float32(6.0)
 """
 from __future__ import annotations
 
@@ -142,11 +144,13 @@ class TensorArray:
     written gives zeros if the element shape is known (given, or inferred from a
     write), and is an error otherwise. ``dynamic_size`` lets writes grow the array.
 
-    >>> ta = TensorArray(float32, size=0, dynamic_size=True)
-    >>> i, ta = while_loop(lambda i, ta: i < 4,
-    ...                    lambda i, ta: (i + 1, ta.write(i, cast(i, float32) ** 2)),
-    ...                    (0, ta))
-    >>> squares = ta.stack()                  # [0., 1., 4., 9.] when run
+    >>> ta = TensorArray(df.float32, size=0, dynamic_size=True)
+    >>> i, ta = df.while_loop(lambda i, ta: i < 4,
+    ...                       lambda i, ta: (i + 1, ta.write(i, df.cast(i, df.float32) ** 2)),
+    ...                       (0, ta))
+    >>> squares = ta.stack()
+    >>> df.Session().run(squares)
+    array([0., 1., 4., 9.], dtype=float32)
     """
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,

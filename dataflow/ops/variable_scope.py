@@ -13,7 +13,7 @@ scope for the ops made inside it, as in TF1::
         assert get_variable("w") is w
 
 >>> with variable_scope("a", reuse=AUTO_REUSE):
-...     v = get_variable("v", [2], initializer=zeros_initializer())
+...     v = get_variable("v", [2], initializer=df.zeros_initializer())
 >>> v.name
 'a/v:0'
 """
@@ -80,6 +80,7 @@ def get_collection(key, scope=None):
     """Items of collection ``key`` in the default graph (``scope``: a name prefix regex).
 
     >>> get_collection(GraphKeys.TRAINABLE_VARIABLES, scope="layer1")
+    []
     """
     return get_default_graph().get_collection(key, scope)
 
@@ -92,7 +93,10 @@ def get_collection_ref(key):
 def add_to_collection(name, value):
     """Append ``value`` to collection ``name`` of the default graph.
 
+    >>> loss = df.constant(0.5, name="loss")
     >>> add_to_collection(GraphKeys.LOSSES, loss)
+    >>> df.get_collection(GraphKeys.LOSSES) == [loss]
+    True
     """
     get_default_graph().add_to_collection(name, value)
 
@@ -255,8 +259,14 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     (made unique: a second ``variable_scope("a")`` names its ops ``a_1/...``), unless
     ``auxiliary_name_scope=False``.
 
-    >>> with variable_scope("rnn", initializer=constant_initializer(0.5)):
+    >>> with variable_scope("rnn", initializer=df.constant_initializer(0.5)):
     ...     w = get_variable("w", [2])
+    >>> w.name
+    'rnn/w:0'
+    >>> with df.Session() as sess:
+    ...     sess.run(w.initializer)
+    ...     sess.run(w)
+    array([0.5, 0.5], dtype=float32)
     """
     if custom_getter is not None or partitioner is not None:
         raise NotImplementedError("variable_scope: custom_getter and partitioner are not "
@@ -284,7 +294,6 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     with name_scope_cm as name_scope:
         if isinstance(name_or_scope, VariableScope):
             new = name_or_scope._copy(reuse=name_or_scope.reuse if not reuse else reuse)
-            saved_counts = dict(store.scope_counts)
         else:
             leaf = name_or_scope if name_or_scope is not None \
                 else _unique_scope_name(default_name)
@@ -299,6 +308,11 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
         if constraint is not None:
             new._constraint = constraint
         store.open_scope(new.name)
+        if isinstance(name_or_scope, VariableScope):
+            # Saved after opening, as TF: reentering a scope object counts as a use of its
+            # name that outlives the block (a layer cell reused under another scope keeps
+            # a later default-named cell from taking its name).
+            saved_counts = dict(store.scope_counts)
         _set_variable_scope(new)
         try:
             yield new
@@ -412,7 +426,7 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     ``REGULARIZATION_LOSSES``. ``collections`` default to ``GLOBAL_VARIABLES`` (and
     ``TRAINABLE_VARIABLES`` when trainable).
 
-    >>> w = get_variable("w", [3, 2], initializer=truncated_normal_initializer(0.0, 0.1))
+    >>> w = get_variable("w", [3, 2], initializer=df.truncated_normal_initializer(0.0, 0.1))
     >>> b = get_variable("b", initializer=np.zeros(2, np.float32))
     """
     if partitioner is not None or custom_getter is not None:
@@ -428,7 +442,7 @@ def get_local_variable(name, shape=None, dtype=None, initializer=None, regulariz
                        trainable=False, collections=None, validate_shape=True, **kwargs):
     """:func:`get_variable` in the ``LOCAL_VARIABLES`` collection (not trainable).
 
-    >>> count = get_local_variable("count", [], initializer=zeros_initializer())
+    >>> count = get_local_variable("count", [], initializer=df.zeros_initializer())
     """
     collections = list(collections or []) + [GraphKeys.LOCAL_VARIABLES]
     return get_variable(name, shape=shape, dtype=dtype, initializer=initializer,
@@ -443,7 +457,12 @@ def assign(ref, value, validate_shape=None, use_locking=None, name=None):
 
     ``validate_shape=False`` lets ``value`` have another shape than the variable's.
 
+    >>> v = df.Variable([0.0, 0.0])
     >>> update = assign(v, [1.0, 2.0])
+    >>> with df.Session() as sess:
+    ...     sess.run(v.initializer)
+    ...     sess.run(update)
+    array([1., 2.], dtype=float32)
     """
     return ref.assign(value, name=name, validate_shape=validate_shape is not False)
 
@@ -472,7 +491,12 @@ def report_uninitialized_variables(var_list=None, name="report_uninitialized_var
     """A 1-D string tensor of the names (without ``:0``) of the variables of ``var_list``
     (default: global and local variables) not initialized in the running Session.
 
-    >>> sess.run(report_uninitialized_variables())      # e.g. [b'w', b'b']
+    >>> w = df.Variable(1.0, name="w")
+    >>> b = df.Variable(2.0, name="b")
+    >>> with df.Session() as sess:
+    ...     sess.run(w.initializer)
+    ...     sess.run(report_uninitialized_variables())
+    array([b'b'], dtype=object)
     """
     graph = get_default_graph()
     if var_list is None:

@@ -25,6 +25,12 @@ together when the dead-signal rules change or a role is added.
 The whole scheduler runs on the calling thread; only large kernels are handed
 to worker threads (their results come back through a queue), so no locks are
 needed on the hot path and results never depend on scheduling.
+
+Tracing (``RunOptions(trace_level=FULL_TRACE)``) adds nothing here: a traced step runs
+:class:`~dataflow.runtime.tracing.TracedExecutor`, which watches ``_loop`` from
+outside, through the ready list's ``pop``, the kernels in ``node_tuples``, ``_recv``,
+``_launch``, ``_wait_for_worker`` and ``done_queue``; keep those call sites in
+``_loop`` (inlining one of them would hide its nodes from traces).
 """
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import errors
-from .executor import Executor
 from .plan import RECV, SEND, build_plan
 from .rendezvous import LocalRendezvous
+from .tracing import StepStatsCollector, make_executor
 
 __all__ = ["PartitionTask", "PartitionedPlan", "build_partitioned_plan", "partition_mode",
            "register_partition_mode", "register_partitioner", "run_on_threads",
@@ -111,6 +111,11 @@ class PartitionTask:
     device: str
     plan: object
     templates: dict | None
+    # Tracing: a runner that sees ``trace`` runs the partition with a StepStatsCollector
+    # (tracing.make_executor) and stores its ``device_stats()`` in ``stats``;
+    # run_partitioned merges them into the step's StepStats.
+    trace: bool = False
+    stats: list | None = None
 
 
 @dataclass(eq=False)
@@ -173,11 +178,14 @@ def transfer_keys(plan) -> dict:
 
 
 def run_partitioned(pplan: PartitionedPlan, feed_values, deadline=None, mode="threads",
-                    pool=None, templates_for=None, rendezvous=None, runner=None) -> list:
+                    pool=None, templates_for=None, rendezvous=None, runner=None,
+                    stats=None) -> list:
     """Run one step; returns the raw fetched values in fetch order (fed fetches: None,
     the caller fills them in). ``templates_for(plan, values)`` fills feeds into a plan's
     input templates (:func:`~dataflow.runtime.feeds.feed_templates`). ``rendezvous``
-    and ``runner`` override the mode's (a runner with per-Session state, say)."""
+    and ``runner`` override the mode's (a runner with per-Session state, say). With
+    ``stats`` (a :class:`~.step_stats.StepStats`) every partition is traced and the
+    partitions' statistics are merged into it."""
     m = partition_mode(mode)
     rv = rendezvous if rendezvous is not None else m.rendezvous_factory()
     runner = runner if runner is not None else m.runner
@@ -185,12 +193,15 @@ def run_partitioned(pplan: PartitionedPlan, feed_values, deadline=None, mode="th
     for d, plan in pplan.plans.items():
         values = [feed_values[i] for i in pplan.feed_at[d]]
         templates = templates_for(plan, values) if templates_for is not None else None
-        tasks.append(PartitionTask(d, plan, templates))
+        tasks.append(PartitionTask(d, plan, templates, trace=stats is not None))
     try:
         results = runner(tasks, rv, deadline, pool)
     except errors.OpError as exc:
         _name_the_users_op(exc, pplan.result.graph)
         raise
+    if stats is not None:
+        for t in tasks:
+            stats.merge(t.stats or [])
     raw = []
     for where in pplan.fetch_at:
         raw.append(None if where is None else results[where[0]][where[1]])
@@ -202,7 +213,10 @@ def run_on_threads(tasks, rendezvous, deadline, pool=None) -> dict:
     one on a thread of its own. The first failure cancels the rendezvous (waking every
     partition that waits on a Recv) and stops the others at their next iteration start
     (a partition may run a loop that never waits on another one)."""
-    executors = {t.device: Executor(t.plan, pool, t.templates, rendezvous) for t in tasks}
+    collectors = {t.device: StepStatsCollector(t.plan, t.device) if t.trace else None
+                  for t in tasks}
+    executors = {t.device: make_executor(t.plan, pool, t.templates, rendezvous,
+                                         collectors[t.device]) for t in tasks}
     results: dict = {}
     failures: list = []
     lock = threading.Lock()
@@ -226,6 +240,9 @@ def run_on_threads(tasks, rendezvous, deadline, pool=None) -> dict:
         th.join()
     if failures:
         raise _first_real_error(failures)
+    for t in tasks:
+        if collectors[t.device] is not None:
+            t.stats = collectors[t.device].device_stats()
     return results
 
 

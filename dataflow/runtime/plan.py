@@ -443,8 +443,14 @@ def _const_controls(const_op, needed, folded):
 
 
 def _check_placeholders(ops, fed):
+    """Fail before running on an unfed placeholder that will surely run.
+
+    One with control inputs (a placeholder built in a cond branch takes the branch
+    pivot) may be dead in this step; its kernel raises the same error if it runs, as
+    TF1's does, so an unfed placeholder of an untaken branch is no error.
+    """
     for op in ops:
-        if op.type == "Placeholder" and op.outputs[0] not in fed:
+        if op.type == "Placeholder" and op.outputs[0] not in fed and not op._control_inputs:
             raise errors.InvalidArgumentError(
                 None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
                 f"dtype {op.get_attr('dtype').name} and shape {op.get_attr('shape')}")

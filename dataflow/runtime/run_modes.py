@@ -36,11 +36,11 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ..framework.graph_analysis import prune
-from .executor import Executor
 from .feeds import feed_templates
 from .fusion import fusion_enabled
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
+from .tracing import StepStatsCollector, make_executor
 
 __all__ = ["PartitionedDriver", "SingleDriver", "StepDriver", "WorkerPool"]
 
@@ -88,9 +88,15 @@ class SingleDriver:
     def build(graph, tensors, targets, feed_tensors, kernel_for, **plan_options):
         return build_plan(graph, tensors, targets, feed_tensors, kernel_for, **plan_options)
 
-    def execute(self, plan, feed_values, deadline) -> list:
-        """Raw fetched values of one step (fed fetches: None)."""
-        return Executor(plan, self._pool.get(), feed_templates(plan, feed_values)).run(deadline)
+    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+        """Raw fetched values of one step (fed fetches: None); with ``stats`` (a
+        :class:`~.step_stats.StepStats`) the step is traced into it."""
+        collector = None if stats is None else StepStatsCollector(plan)
+        raw = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
+                            collector=collector).run(deadline)
+        if collector is not None:
+            stats.merge(collector.device_stats())
+        return raw
 
     def close(self):
         pass
@@ -127,9 +133,9 @@ class PartitionedDriver:
                                       default_device=self.mode.default_device,
                                       resolve=resolve, **plan_options)
 
-    def execute(self, plan, feed_values, deadline) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None) -> list:
         return run_partitioned(plan, feed_values, deadline, self.mode.name, self._pool.get(),
-                               feed_templates, runner=self._runner())
+                               feed_templates, runner=self._runner(), stats=stats)
 
     def _runner(self):
         """The mode's per-Session runner, if it has one (made once)."""
@@ -182,13 +188,14 @@ class StepDriver:
             self.log_placement(plan)
         return plan
 
-    def execute(self, plan, feed_values, deadline) -> list:
-        """Raw fetched values of one step: one executor, or one per partition."""
+    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+        """Raw fetched values of one step: one executor, or one per partition. With
+        ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it."""
         driver = self.partitioned if isinstance(plan, PartitionedPlan) else self.single
         if self._thread_limit is None:
-            return driver.execute(plan, feed_values, deadline)
+            return driver.execute(plan, feed_values, deadline, stats)
         with self._thread_limit():
-            return driver.execute(plan, feed_values, deadline)
+            return driver.execute(plan, feed_values, deadline, stats)
 
     def log_placement(self, plan, file=None):
         """Print ``name: (type): device`` for every node of ``plan``, as TF1's

@@ -35,6 +35,7 @@ from .host_memory import retain_freed_memory
 from .kernel_resolver import KernelResolver
 from .plan_cache import PlanCache
 from .run_modes import StepDriver, WorkerPool
+from .step_stats import StepStats, step_observers
 from .structure import FetchMapper
 from .thread_limits import thread_limit
 
@@ -115,9 +116,10 @@ class RunOptions:
 
     ``timeout_in_ms`` bounds the step (DeadlineExceededError; 0: no bound).
     ``trace_level`` takes TF1's constants (``RunOptions.NO_TRACE``, ``SOFTWARE_TRACE``,
-    ``HARDWARE_TRACE``, ``FULL_TRACE``) so TF1 programs run unchanged, but this
-    runtime does not collect per-node step stats yet: at every level ``run_metadata``
-    gets only what :class:`RunMetadata` describes.
+    ``HARDWARE_TRACE``, ``FULL_TRACE``): any level above ``NO_TRACE`` traces the step
+    when ``run`` gets a ``run_metadata`` (this runtime records the same at every level:
+    one record per node execution, see :mod:`dataflow.runtime.step_stats`), in every
+    partition mode; ``df.timeline.Timeline`` turns it into a Chrome trace.
 
     >>> options = RunOptions(timeout_in_ms=1000, trace_level=RunOptions.FULL_TRACE)
     """
@@ -134,10 +136,13 @@ class RunOptions:
 
 
 class RunMetadata:
-    """Filled by ``run``: ``step_stats`` holds the number of nodes the plan runs."""
+    """Filled by ``run``: ``step_stats``, a :class:`~.step_stats.StepStats` (TF1's
+    structure: ``dev_stats[i].node_stats``), has one record per node execution when the
+    run was traced (``RunOptions(trace_level=RunOptions.FULL_TRACE)``) and is empty
+    otherwise."""
 
     def __init__(self):
-        self.step_stats = {}
+        self.step_stats = StepStats()
 
 
 class Session:
@@ -208,32 +213,49 @@ class Session:
         mapper = FetchMapper(fetches, self._graph)
         tensors = [f for f in mapper.unique if isinstance(f, Tensor)]
         targets = [f for f in mapper.unique if isinstance(f, Operation)]
-        plan, raw = self._run_step(tensors, targets, feed_dict, options)
+        stats = self._stats_for(options, run_metadata)
+        _, raw = self._run_step(tensors, targets, feed_dict, options, stats)
         if run_metadata is not None:
-            run_metadata.step_stats = {"nodes": len(plan.nodes)}
+            run_metadata.step_stats = stats if stats is not None else StepStats()
+        for observe in list(step_observers()):
+            observe(stats)
         devices = self._devices
         return mapper.build({t: fetched_value(t, v, devices) for t, v in zip(tensors, raw)})
 
-    def run_tokens(self, fetches, feed_dict=None, options=None):
+    def run_tokens(self, fetches, feed_dict=None, options=None, run_metadata=None):
         """Like :meth:`run` on a flat list of tensors, but a dead fetch comes back as
         ``(None, True)`` instead of raising: returns ``[(value, is_dead), ...]``.
-        Used by the differential tests against ``dataflow/spec/``."""
+        Used by the differential tests against ``dataflow/spec/`` (``run_metadata``
+        gets the step stats of a traced run, as in :meth:`run`)."""
         tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
-        _, raw = self._run_step(tensors, [], feed_dict, options)
+        stats = self._stats_for(options, run_metadata)
+        _, raw = self._run_step(tensors, [], feed_dict, options, stats)
+        if run_metadata is not None:
+            run_metadata.step_stats = stats if stats is not None else StepStats()
         devices = self._devices
         return [(None, True) if v is DEAD else (fetched_value(t, v, devices), False)
                 for t, v in zip(tensors, raw)]
 
-    def _run_step(self, tensors, targets, feed_dict, options):
+    @staticmethod
+    def _stats_for(options, run_metadata):
+        """A StepStats to fill when this run is traced (a trace level above NO_TRACE and
+        somewhere to put the result, or ``dataflow profile`` observing), else None."""
+        traced = step_observers() or (
+            run_metadata is not None and options is not None
+            and getattr(options, "trace_level", 0) > RunOptions.NO_TRACE)
+        return StepStats() if traced else None
+
+    def _run_step(self, tensors, targets, feed_dict, options, stats=None):
         """The one path of ``run`` and ``run_tokens``: ``(plan, raw results)`` in the
-        order of ``tensors`` (fed fetches hold their fed values)."""
+        order of ``tensors`` (fed fetches hold their fed values); ``stats``, a StepStats,
+        gets the step's statistics (a traced run)."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         feed_tensors, feed_values = convert_feeds(self._graph, feed_dict)
         plan = self._plans.get(self._graph, tensors, targets, feed_tensors)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = self._driver.execute(plan, feed_values, deadline)
+        raw = self._driver.execute(plan, feed_values, deadline, stats)
         for j, i in plan.fetch_from_feed.items():
             raw[j] = feed_values[i]
         return plan, raw

@@ -1,8 +1,28 @@
-"""Mapping nested fetch structures to a flat list of graph elements and back."""
+"""Mapping nested fetch structures to a flat list of graph elements and back.
+
+An ``IndexedSlices`` fetch is three graph elements (values, indices, dense_shape) and
+comes back as an ``IndexedSlicesValue`` named tuple, as in TF; an Operation fetch
+comes back as None.
+"""
 from __future__ import annotations
 
 from ..framework.graph import Operation
+from ..framework.indexed_slices import IndexedSlices, IndexedSlicesValue
 from ..util import nest
+
+
+class _SlicesFetch:
+    """The graph elements of one fetched IndexedSlices (``dense_shape`` may be None)."""
+
+    def __init__(self, slices, resolve):
+        parts = (slices.values, slices.indices, slices.dense_shape)
+        self.parts = tuple(None if p is None else resolve(p) for p in parts)
+
+    def elements(self):
+        return [p for p in self.parts if p is not None]
+
+    def build(self, values):
+        return IndexedSlicesValue(*(None if p is None else values[p] for p in self.parts))
 
 
 class FetchMapper:
@@ -10,13 +30,20 @@ class FetchMapper:
 
     def __init__(self, fetches, graph):
         self._structure = fetches
-        self._leaves = [self._resolve(f, graph) for f in nest.flatten(fetches)]
+        self._leaves = [self._leaf(f, graph) for f in nest.flatten(fetches)]
         seen, unique = set(), []
-        for el in self._leaves:
-            if el not in seen:
-                seen.add(el)
-                unique.append(el)
+        for leaf in self._leaves:
+            for el in (leaf.elements() if isinstance(leaf, _SlicesFetch) else [leaf]):
+                if el not in seen:
+                    seen.add(el)
+                    unique.append(el)
         self.unique = unique
+
+    @classmethod
+    def _leaf(cls, fetch, graph):
+        if isinstance(fetch, IndexedSlices):
+            return _SlicesFetch(fetch, lambda t: cls._resolve(t, graph))
+        return cls._resolve(fetch, graph)
 
     @staticmethod
     def _resolve(fetch, graph):
@@ -32,7 +59,9 @@ class FetchMapper:
                              f"Operation. ({e})") from None
 
     def build(self, values: dict):
-        flat = [None if isinstance(el, Operation) else values[el] for el in self._leaves]
+        flat = [leaf.build(values) if isinstance(leaf, _SlicesFetch)
+                else None if isinstance(leaf, Operation) else values[leaf]
+                for leaf in self._leaves]
         if not nest.is_sequence(self._structure):
             return flat[0]
         return nest.pack_sequence_as(self._structure, flat)

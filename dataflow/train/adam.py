@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 from ..ops.control_flow_ops import group
-from ..ops.math_ops import cast
-from ..ops.training_ops import resource_apply_adam
+from ..ops.math_ops import cast, sqrt
+from ..ops.training_ops import resource_apply_adam, resource_scatter_add
 from .optimizer import Optimizer
 
 
@@ -72,6 +72,23 @@ class AdamOptimizer(Optimizer):
         return resource_apply_adam(var.handle, m.handle, v.handle, beta1_power, beta2_power,
                                    lr, beta1, beta2, epsilon, grad)
 
+    def _apply_sparse(self, grad, var):
+        """TF1's sparse Adam: every row of ``m`` and ``v`` decays, the gradient's rows
+        are added, and every row of ``var`` moves by ``lr_t * m / (sqrt(v) + epsilon)``."""
+        dtype = var.dtype
+        beta1 = self._hyper("beta1", self._beta1, dtype)
+        beta2 = self._hyper("beta2", self._beta2, dtype)
+        epsilon = self._hyper("epsilon", self._epsilon, dtype)
+        beta1_power, beta2_power = (cast(p, dtype) for p in self._get_beta_accumulators())
+        lr = self._hyper("learning_rate", self._lr, dtype) * sqrt(1 - beta2_power) \
+            / (1 - beta1_power)
+        m_t = _decay_then_add(self.get_slot(var, "m"), beta1, grad.indices,
+                              grad.values * (1 - beta1))
+        v_t = _decay_then_add(self.get_slot(var, "v"), beta2, grad.indices,
+                              grad.values * grad.values * (1 - beta2))
+        var_update = var.assign_sub(lr * m_t / (sqrt(v_t) + epsilon))
+        return group(var_update, m_t, v_t)
+
     def _finish(self, update_ops, name_scope):
         beta1_power, beta2_power = self._get_beta_accumulators()
         graph = beta1_power.graph
@@ -82,3 +99,13 @@ class AdamOptimizer(Optimizer):
             update_beta1 = beta1_power.assign(beta1_power * beta1)
             update_beta2 = beta2_power.assign(beta2_power * beta2)
         return group(*update_ops, update_beta1, update_beta2, name=name_scope)
+
+
+def _decay_then_add(slot, decay, indices, rows):
+    """``slot *= decay`` (every row), then ``rows`` added at ``indices``; the new value."""
+    graph = slot.graph
+    decayed = slot.assign(slot * decay)
+    with graph.control_dependencies([decayed]):
+        added = resource_scatter_add(slot.handle, indices, rows)
+    with graph.control_dependencies([added]):
+        return slot.read_value()

@@ -10,13 +10,15 @@
 """
 from __future__ import annotations
 
+from ..ops.training_ops import resource_scatter_add
 from .optimizer import Optimizer
 
 
 class GradientDescentOptimizer(Optimizer):
     """Plain gradient descent (``tf.compat.v1.train.GradientDescentOptimizer``).
 
-    Each step: ``var -= learning_rate * grad``.
+    Each step: ``var -= learning_rate * grad``; a sparse gradient (IndexedSlices, e.g. of a
+    ``gather``) subtracts ``learning_rate * values`` from the rows ``indices`` only.
 
     >>> w = df.Variable(0.0)
     >>> opt = GradientDescentOptimizer(learning_rate=0.5)
@@ -36,3 +38,8 @@ class GradientDescentOptimizer(Optimizer):
         lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
         # TF's ApplyGradientDescent kernel: var -= grad * lr.
         return var.assign_sub(grad * lr).op
+
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        # As TF: one scatter-add of -lr * rows; repeated indices add up in the kernel.
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        return resource_scatter_add(var.handle, grad.indices, -grad.values * lr)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from ..ops.control_flow_ops import group
+from ..ops.training_ops import resource_sparse_apply_momentum
 from .optimizer import Optimizer
 
 
@@ -20,6 +21,8 @@ class MomentumOptimizer(Optimizer):
     ``accum = momentum * accum + grad``, then ``var -= learning_rate * accum``, or with
     ``use_nesterov=True``: ``var -= learning_rate * (grad + momentum * accum)``
     (using the new ``accum``). ``accum`` is the slot ``"momentum"``, starting at zero.
+    A sparse gradient (IndexedSlices) updates only its rows of ``accum`` and ``var``
+    (repeated indices summed first), as TF1's SparseApplyMomentum.
 
     >>> w = df.Variable(1.0)
     >>> opt = MomentumOptimizer(learning_rate=0.1, momentum=0.9, use_nesterov=True)
@@ -50,3 +53,11 @@ class MomentumOptimizer(Optimizer):
         else:
             var_t = var.assign_sub(accum_t * lr)
         return group(var_t, accum_t)
+
+    def _apply_sparse(self, grad, var):
+        # TF's SparseApplyMomentum: only the gradient's rows of accum and var move.
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        momentum = self._hyper("momentum", self._momentum, var.dtype)
+        accum = self.get_slot(var, "momentum")
+        return resource_sparse_apply_momentum(var.handle, accum.handle, lr, grad.values,
+                                              grad.indices, momentum, self._use_nesterov)

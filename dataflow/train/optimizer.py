@@ -22,9 +22,12 @@ from .. import dtypes as _dtypes
 from ..autodiff.gradients import gradients
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
+from ..framework.indexed_slices import IndexedSlices
+from ..ops.array_ops import shape
 from ..ops.control_flow_ops import group, tuple_
 from ..ops.math_ops import cast
 from ..ops.state_ops import Variable, trainable_variables
+from ..ops.training_ops import unique, unsorted_segment_sum
 from ..ops.variable_scope import make_slot_variable as make_variable
 from ..ops.variable_scope import variable_scope
 
@@ -58,7 +61,8 @@ class Optimizer(abc.ABC):
     """Base class of optimizers; use a subclass such as ``GradientDescentOptimizer``.
 
     Subclasses override ``_create_slots(var_list)``, ``_prepare()``,
-    ``_apply_dense(grad, var)`` and optionally ``_finish(update_ops, name)``.
+    ``_apply_dense(grad, var)``, optionally ``_apply_sparse(grad, var)`` (an IndexedSlices
+    gradient, e.g. of a ``gather``, with distinct indices) and ``_finish(update_ops, name)``.
 
     >>> w, b = df.Variable(1.0), df.Variable(2.0)
     >>> loss = df.square(w * b)
@@ -181,7 +185,10 @@ class Optimizer(abc.ABC):
                 if grad is None:
                     continue
                 with graph.name_scope("update_" + _var_op_name(var)):
-                    update = self._apply_dense(grad, var)
+                    if isinstance(grad, IndexedSlices):
+                        update = self._apply_sparse_duplicate_indices(grad, var)
+                    else:
+                        update = self._apply_dense(grad, var)
                     if var.constraint is not None:
                         # As TF: the constraint projects the variable after its update.
                         with graph.control_dependencies([update]):
@@ -287,6 +294,16 @@ class Optimizer(abc.ABC):
     def _apply_dense(self, grad, var):
         """Return an op or tensor that applies ``grad`` to ``var``."""
 
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        """Apply an IndexedSlices ``grad`` whose indices may repeat: as TF1, the rows of
+        a repeated index are summed first, then :meth:`_apply_sparse` applies it."""
+        return self._apply_sparse(_deduplicate_indexed_slices(grad), var)
+
+    def _apply_sparse(self, grad, var):
+        """Apply an IndexedSlices ``grad`` with distinct indices to ``var`` (by default
+        as the dense gradient it stands for)."""
+        return self._apply_dense(convert_to_tensor(grad), var)
+
     def _finish(self, update_ops, name_scope):
         """One op running every update (subclasses add follow-up updates)."""
         return group(*update_ops, name=name_scope)
@@ -296,6 +313,13 @@ def _var_op_name(var):
     """TF's ``var.op.name``: the variable's name without the output index."""
     # (Variable.op here is the handle op, whose name repeats the scope, e.g. "w/w".)
     return var.name.rsplit(":", 1)[0]
+
+
+def _deduplicate_indexed_slices(grad):
+    """``grad`` with each index once, its rows summed (TF's _deduplicate_indexed_slices)."""
+    unique_indices, positions = unique(grad.indices)
+    summed = unsorted_segment_sum(grad.values, positions, shape(unique_indices)[0])
+    return IndexedSlices(summed, unique_indices, grad.dense_shape)
 
 
 def _check_variable(v):
@@ -314,7 +338,11 @@ def _convert_pairs(grads_and_vars):
             raise TypeError(f"grads_and_vars must hold (gradient, variable) pairs, got "
                             f"{pair!r}") from None
         _check_variable(var)
-        if grad is not None:
+        if isinstance(grad, IndexedSlices):
+            if grad.dtype is not var.dtype:
+                raise TypeError(f"Gradient for {var.name} must be a {var.dtype.name} "
+                                f"IndexedSlices, got {grad.dtype.name}")
+        elif grad is not None:
             try:
                 grad = convert_to_tensor(grad, dtype=var.dtype)
             except (TypeError, ValueError) as e:

@@ -29,9 +29,19 @@ Restoring checks everything before assigning anything: a missing checkpoint (or 
 a shape or dtype that does not match the variable ``InvalidArgumentError`` naming it; a
 truncated or corrupted file ``DataLossError``. Then one run assigns every variable.
 
+>>> import tempfile
+>>> w = df.Variable([1.0, 2.0], name="w")
 >>> saver = Saver(max_to_keep=3)
->>> path = saver.save(sess, "/tmp/model.ckpt", global_step=step)   # "/tmp/model.ckpt-7"
->>> saver.restore(new_sess, latest_checkpoint("/tmp"))
+>>> ckpt_dir = tempfile.mkdtemp()
+>>> with df.Session() as sess:
+...     sess.run(df.global_variables_initializer())
+...     path = saver.save(sess, ckpt_dir + "/model.ckpt", global_step=7)
+>>> path == ckpt_dir + "/model.ckpt-7"
+True
+>>> with df.Session() as new_sess:
+...     saver.restore(new_sess, latest_checkpoint(ckpt_dir))
+...     new_sess.run(w)
+array([1., 2.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -172,7 +182,16 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None):
 def latest_checkpoint(checkpoint_dir, latest_filename=None):
     """The prefix of the latest checkpoint saved in ``checkpoint_dir``, or None.
 
-    >>> saver.restore(sess, latest_checkpoint("/tmp/run1"))
+    >>> import tempfile
+    >>> run_dir = tempfile.mkdtemp()
+    >>> latest_checkpoint(run_dir) is None
+    True
+    >>> saver = Saver([df.Variable(3.0, name="v")])
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     prefix = saver.save(sess, run_dir + "/model", global_step=2)
+    >>> latest_checkpoint(run_dir) == run_dir + "/model-2"
+    True
     """
     state = get_checkpoint_state(checkpoint_dir, latest_filename)
     if state is not None and checkpoint_exists(state.model_checkpoint_path):
@@ -246,9 +265,14 @@ class Saver:
     (older ones are deleted; None or 0 keeps all), except that one checkpoint every
     ``keep_checkpoint_every_n_hours`` is kept for good.
 
+    >>> import tempfile
+    >>> w = df.Variable([[1.0, 2.0]], name="w")
     >>> saver = Saver({"weights": w})
-    >>> saver.save(sess, "/tmp/ckpt/model")
-    '/tmp/ckpt/model'
+    >>> prefix = tempfile.mkdtemp() + "/model"
+    >>> with df.Session() as sess:
+    ...     sess.run(df.global_variables_initializer())
+    ...     saver.save(sess, prefix) == prefix
+    True
     """
 
     def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,

@@ -64,4 +64,33 @@ def run_flatten_dropout(tf):
     return {"flat": f, "channels_first": c, "not_training": s}
 
 
-PROGRAMS = {"mlp": run_mlp, "bn4d": run_bn4d, "flatten_dropout": run_flatten_dropout}
+def run_convnet(tf):
+    """conv2d(same, relu) -> max_pooling2d -> conv2d(valid, strided, channels_first) ->
+    average_pooling2d -> flatten -> dense: outputs and the gradients of every variable."""
+    rng = np.random.default_rng(1)
+    img = rng.standard_normal((2, 6, 6, 2)).astype(np.float32)
+    k1 = rng.standard_normal((3, 3, 2, 4)).astype(np.float32) * 0.4
+    k2 = rng.standard_normal((2, 2, 4, 3)).astype(np.float32) * 0.4
+    x = tf.placeholder(tf.float32, [None, 6, 6, 2])
+    h = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu,
+                         kernel_initializer=tf.constant_initializer(k1),
+                         bias_initializer=tf.constant_initializer(0.1))
+    h = tf.layers.max_pooling2d(h, 2, 1, padding="same")
+    h = tf.transpose(h, [0, 3, 1, 2])
+    h = tf.layers.conv2d(h, 3, (2, 2), strides=2, data_format="channels_first",
+                         kernel_initializer=tf.constant_initializer(k2),
+                         bias_initializer=tf.constant_initializer(-0.2))
+    h = tf.layers.average_pooling2d(h, 2, 2, padding="same", data_format="channels_first")
+    flat = tf.layers.flatten(h)
+    out = tf.layers.dense(flat, 2, kernel_initializer=tf.constant_initializer(
+        rng.standard_normal((12, 2)).astype(np.float32) * 0.5))
+    loss = tf.reduce_mean(tf.square(out))
+    grads = tf.gradients(loss, tf.trainable_variables())
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        o, g = sess.run([out, grads], {x: img})
+    return {"out": o, **{f"grad_{i}": gi for i, gi in enumerate(g)}}
+
+
+PROGRAMS = {"mlp": run_mlp, "bn4d": run_bn4d, "flatten_dropout": run_flatten_dropout,
+            "convnet": run_convnet}

@@ -98,6 +98,49 @@ def prog_layers(tf):
             "bn": bn, "frozen": frozen}
 
 
+def prog_conv_layers(tf):
+    x = tf.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+    h = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu)
+    h = tf.layers.max_pooling2d(h, 2, 2)
+    h2 = tf.layers.conv2d(h, 6, [2, 2], name="second")
+    h3 = tf.layers.conv2d(h, 6, [2, 2], name="second", reuse=True, use_bias=False)
+    with tf.variable_scope("tower"):
+        c = tf.layers.conv2d(h, 2, 1)
+        p = tf.layers.average_pooling2d(c, 2, 2, padding="same")
+        layer = tf.layers.Conv2D(2, 1, kernel_regularizer=lambda w: tf.reduce_sum(w))
+        c2 = layer(p)
+        c3 = layer(c)
+    q = tf.layers.MaxPooling2D(2, 1)(h3)
+    return {"h": h, "h2": h2, "h3": h3, "c": c, "p": p, "c2": c2, "c3": c3, "q": q}
+
+
+def prog_rnn_cells_in_scopes(tf):
+    x = tf.placeholder(tf.float32, [None, 3, 4], name="x")
+    cells = tf.nn.rnn_cell
+    with tf.variable_scope("model", initializer=tf.constant_initializer(0.1)):
+        gru = cells.GRUCell(5)
+        out, _ = tf.nn.dynamic_rnn(gru, x, dtype=tf.float32)
+        with tf.variable_scope("encoder"):
+            lstm = cells.LSTMCell(3, use_peepholes=True, num_proj=2)
+            out2, _ = tf.nn.dynamic_rnn(lstm, x, dtype=tf.float32, scope="enc")
+        stacked = cells.MultiRNNCell([cells.BasicLSTMCell(2), cells.GRUCell(2)])
+        out3, _ = tf.nn.dynamic_rnn(stacked, x, dtype=tf.float32)
+    with tf.variable_scope("model", reuse=True):
+        shared, _ = tf.nn.dynamic_rnn(gru, x, dtype=tf.float32)
+    with tf.variable_scope("bi"):
+        (fw, bw), _ = tf.nn.bidirectional_dynamic_rnn(
+            cells.BasicRNNCell(2), cells.BasicRNNCell(2, name="back"), x, dtype=tf.float32)
+    with tf.variable_scope("tied", reuse=tf.AUTO_REUSE):
+        one, _ = tf.nn.dynamic_rnn(cells.BasicRNNCell(2, name="tied_cell"), x,
+                                   dtype=tf.float32)
+        two, _ = tf.nn.dynamic_rnn(cells.BasicRNNCell(2, name="tied_cell"), x,
+                                   dtype=tf.float32)
+    again, _ = tf.nn.dynamic_rnn(gru, x, dtype=tf.float32, scope="again")
+    other, _ = tf.nn.dynamic_rnn(cells.GRUCell(5), x, dtype=tf.float32)
+    return {"out": out, "out2": out2, "out3": out3, "shared": shared, "fw": fw, "bw": bw,
+            "one": one, "two": two, "again": again, "other": other}
+
+
 def prog_layer_objects(tf):
     x = tf.placeholder(tf.float32, [None, 4], name="x")
     layer = tf.layers.Dense(3, name="shared")

@@ -13,10 +13,11 @@ from __future__ import annotations
 import weakref
 
 from ... import errors
-from ..executor import _NO_VALUE, Executor
+from ..executor import _NO_VALUE
 from ..feeds import feed_templates
 from ..partitioned import register_partition_mode
 from ..rendezvous import LocalRendezvous
+from ..tracing import StepStatsCollector, make_executor
 from .runner import ProcessRunner
 
 __all__ = ["ProcessMode"]
@@ -40,15 +41,20 @@ class _PartitionProgram:
     def __init__(self, plans: dict):
         self.plans = plans
 
-    def run_partition(self, device, feed_values, rendezvous, deadline, pool):
+    def run_partition(self, device, payload, rendezvous, deadline, pool):
+        """``payload`` is ``(feed values, trace)``; returns ``(raw results, stats)``,
+        the partition's DeviceStepStats list when ``trace`` (else None)."""
+        feed_values, trace = payload
         plan = self.plans[device]
         templates = feed_templates(plan, feed_values)
-        executor = Executor(plan, pool, templates, rendezvous)
+        collector = StepStatsCollector(plan, device) if trace else None
+        executor = make_executor(plan, pool, templates, rendezvous, collector)
         # The executor waits for Recvs on its completion queue: this one reads the peers'
         # pipes on the executor's own thread while it waits (no hand-off from a reader thread).
         executor.done_queue = rendezvous.completion_queue()
         raw = executor.run(deadline)
-        return [_MISSING if v is _NO_VALUE else v for v in raw]
+        stats = collector.device_stats() if trace else None
+        return [_MISSING if v is _NO_VALUE else v for v in raw], stats
 
 
 def _feed_values(task) -> list:
@@ -110,10 +116,13 @@ class ProcessMode:
                 self._programs.clear()
             program = self._programs[key] = _PartitionProgram({t.device: t.plan for t in tasks})
         runner = self._runner_for([t.device for t in tasks])
-        payloads = {t.device: _feed_values(t) if t.templates else [] for t in tasks}
+        payloads = {t.device: (_feed_values(t) if t.templates else [], t.trace)
+                    for t in tasks}
         results = runner.run(program, payloads, deadline)
+        for t in tasks:
+            t.stats = results[t.device][1]
         return {d: [_NO_VALUE if v is _MISSING else v for v in raw]
-                for d, raw in results.items()}
+                for d, (raw, _stats) in results.items()}
 
     def close(self):
         if self._runner is not None:

@@ -1,0 +1,31 @@
+"""TF1 behaviours against recorded TensorFlow 1.x outcomes (tf1_behaviour_programs.py).
+
+Each program of ``tests/tf_reference/tf1_behaviour_programs.py`` runs here with
+``tf = dataflow``; its outcome (structure, dtypes, shapes, values, error classes) must
+match what TensorFlow with control flow v1 recorded in
+``tests/tf_reference/expected_tf1_behaviours.json`` (``generate_tf1_behaviours.py``).
+"""
+import json
+import pathlib
+
+import pytest
+
+import dataflow as df
+from tests.tf_reference import tf1_behaviour_programs as programs
+from tests.tf_reference.compare import assert_same_outcome
+
+EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
+                       "expected_tf1_behaviours.json").read_text())["programs"]
+
+TOLERANCE = {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
+
+
+def test_every_program_has_a_fixture():
+    assert sorted(programs.PROGRAMS) == sorted(EXPECTED), \
+        "tf1_behaviour_programs.py and its fixture disagree: rerun generate_tf1_behaviours.py"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_matches_tensorflow(name):
+    outcome = programs.run_program(df, programs.PROGRAMS[name])
+    assert_same_outcome(name, EXPECTED[name], outcome, TOLERANCE.__getitem__)
