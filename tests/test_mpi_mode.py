@@ -69,6 +69,16 @@ def test_scenarios_are_not_trivial(scenario_results):
     assert float(w) == 20.0                        # 0+1+2+3+4, twice
 
 
+def test_a_traced_step_has_every_task_in_its_step_stats(scenario_results):
+    traced = scenario_results["traced"]
+    assert float(traced["value"]) == 128.0
+    assert traced["devices"] == ["/job:worker/replica:0/task:0/device:CPU:0",
+                                 "/job:worker/replica:0/task:1/device:CPU:0"]
+    assert traced["double_iterations"] == list(range(7))
+    assert traced["double_dead"] == [7]     # the last iteration's dead tokens
+    assert traced["flows"] >= 2 * 7      # a Send -> Recv arrow per iteration at least
+
+
 def test_an_assert_on_one_task_cancels_the_step_everywhere(scenario_results):
     kind, cls, message, seconds = scenario_results["assert"]
     assert (kind, cls) == ("error", "InvalidArgumentError")

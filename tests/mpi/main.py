@@ -80,6 +80,32 @@ def faults():
     return out
 
 
+def traced():
+    """A traced step of a loop split over tasks 0 and 1: step_stats has both tasks, the
+    body's node runs once per iteration on task 1, and the Chrome trace draws the
+    Send -> Recv flows between the ranks."""
+    import json
+    with df.Graph().as_default():
+        with task(0):
+            def body(i, a):
+                with task(1):
+                    b = df.multiply(a, 2.0, name="double")
+                return i + 1, b
+            _, a = df.while_loop(lambda i, a: i < 7, body, (0, 1.0))
+        with mpi_session() as sess:
+            md = df.RunMetadata()
+            value = sess.run(a, options=df.RunOptions(trace_level=df.RunOptions.FULL_TRACE),
+                             run_metadata=md)
+    doubles = [n for d in md.step_stats.dev_stats for n in d.node_stats
+               if n.node_name == "while/double"]
+    trace = json.loads(df.timeline.Timeline(md.step_stats).generate_chrome_trace_format())
+    return {"value": value,
+            "devices": sorted({d.device for d in md.step_stats.dev_stats}),
+            "double_iterations": sorted(n.iteration_id for n in doubles if not n.is_dead),
+            "double_dead": sorted(n.iteration_id for n in doubles if n.is_dead),
+            "flows": sum(1 for e in trace["traceEvents"] if e.get("ph") in ("s", "f"))}
+
+
 def kill():
     """Rank 2 hangs (SIGSTOP) during a step with a deadline: the step raises at its
     deadline; continued, rank 2 serves the next step. Rank 1 is killed during a step
@@ -151,6 +177,7 @@ def main():
     if mode == "scenarios":
         results = {name: fn(mpi_session) for name, fn in SCENARIOS.items()}
         results.update(faults())
+        results["traced"] = traced()
     elif mode == "kill":
         results = kill()
     elif mode == "single":

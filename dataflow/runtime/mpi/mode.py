@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ... import errors
 from ...framework.device_spec import parse_device
 from ...framework.op_registry import OpDef, get_op_def
-from ..executor import _NO_VALUE, Executor
+from ..executor import _NO_VALUE
 from ..feeds import feed_templates
 from ..kernel_resolver import KernelResolver
 from ..device_set import DeviceSet
@@ -51,6 +51,7 @@ from ..multiprocess.exceptions import pack_exception, unpack_exception
 from ..partitioned import register_partition_mode, transfer_keys
 from ..plan import build_plan
 from ..rendezvous import LocalRendezvous
+from ..tracing import StepStatsCollector, make_executor
 from .transport import Endpoint, PumpingQueue
 from .world import dumps, loads, world
 
@@ -245,7 +246,7 @@ class MpiMode:
                 control.send(r, ("program", self.sid, pid, _pickle_program(task.plan)))
                 self._sent.add((r, pid))
             feeds = _feed_values(task)
-            control.send(r, ("run", self.sid, step, pid, feeds, timeout))
+            control.send(r, ("run", self.sid, step, pid, feeds, timeout, task.trace))
 
     def _program_id(self, plan):
         entry = self._programs.get(id(plan))
@@ -315,6 +316,7 @@ class _StepRun:
         self.pending = set(pending)
         self.deadline = deadline
         self.answers: dict = {}
+        self.stats: dict = {}          # rank -> its partition's DeviceStepStats (traced steps)
         self.error = None
         self.cancelled = False
         self._next_check = time.monotonic() + _LIVENESS_S
@@ -348,6 +350,7 @@ class _StepRun:
         self.pending.discard(source)
         if kind == "done":
             self.answers[source] = msg[2]
+            self.stats[source] = msg[3]
         else:
             exc = unpack_exception(msg[2], None)
             self._fail(exc)
@@ -368,11 +371,16 @@ class _StepRun:
 
     def run_local(self, task, pool):
         endpoint = self.client.endpoint
-        executor = Executor(task.plan, pool, task.templates, endpoint.rendezvous(self.step))
+        collector = StepStatsCollector(task.plan, task.device) if task.trace else None
+        executor = make_executor(task.plan, pool, task.templates,
+                                 endpoint.rendezvous(self.step), collector)
         executor.done_queue = PumpingQueue(endpoint)
         endpoint.on_idle = self.watch
         try:
-            return executor.run(self.deadline)
+            raw = executor.run(self.deadline)
+            if collector is not None:
+                task.stats = collector.device_stats()
+            return raw
         except BaseException as exc:  # noqa: BLE001 - the others are cancelled first
             self._fail(exc)
             return None
@@ -401,6 +409,8 @@ class _StepRun:
                 time.sleep(0.0002)
         if self.error is not None:
             raise self.error
+        for r, stats in self.stats.items():
+            remote[r].stats = stats
         return {remote[r].device: [_NO_VALUE if v is _MISSING else v for v in raw]
                 for r, raw in self.answers.items()}
 
@@ -462,9 +472,9 @@ def serve(config) -> None:
             _, sid, pid, blob = body
             sessions[sid].programs[pid] = _compile(blob, sessions[sid])
         elif kind == "run":
-            _, sid, step, pid, feeds, timeout = body
+            _, sid, step, pid, feeds, timeout, trace = body
             answer = _run_step(w, endpoint, control, held, sessions[sid].programs[pid],
-                               step, feeds, timeout, pool)
+                               step, feeds, timeout, pool, trace)
             control.send(0, answer)
         # "cancel" of a step that is over: nothing to do
     pool.shutdown(wait=False)
@@ -480,7 +490,7 @@ def _compile(blob, served):
     return plan
 
 
-def _run_step(w, endpoint, control, held, plan, step, feeds, timeout, pool):
+def _run_step(w, endpoint, control, held, plan, step, feeds, timeout, pool, trace=False):
     deadline = None if timeout is None else time.monotonic() + timeout
     rendezvous = endpoint.rendezvous(step)
 
@@ -495,12 +505,14 @@ def _run_step(w, endpoint, control, held, plan, step, feeds, timeout, pool):
             held.append(msg)
         return True
 
-    executor = Executor(plan, pool, feed_templates(plan, feeds), rendezvous)
+    collector = StepStatsCollector(plan, task_device(w.rank)) if trace else None
+    executor = make_executor(plan, pool, feed_templates(plan, feeds), rendezvous, collector)
     executor.done_queue = PumpingQueue(endpoint)
     endpoint.on_idle = watch
     try:
         raw = executor.run(deadline)
-        answer = ("done", step, [_MISSING if v is _NO_VALUE else v for v in raw])
+        stats = collector.device_stats() if collector is not None else None
+        answer = ("done", step, [_MISSING if v is _NO_VALUE else v for v in raw], stats)
     except BaseException as exc:  # noqa: BLE001 - every failure goes to rank 0
         answer = ("error", step, _name_task(pack_exception(exc), w.rank))
     finally:
