@@ -89,6 +89,7 @@ from .partition import partition  # noqa: F401,E402  (the function shadows the p
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)
 from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
+from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 
 mod = floormod
 newaxis = None

@@ -47,19 +47,28 @@ class PartitionMode:
     per_session: Callable | None = None
     # Partition graphs on one device too (the processes mode: state lives in workers).
     partition_single_device: bool = False
+    # Optional, for a mode whose processes all run the user's script (the MPI mode):
+    # ``on_session(session)`` runs when a Session in this mode is created.
+    on_session: Callable | None = None
+    # Optional: ``device_name(devices, op)`` names the device of a placed op (the MPI
+    # mode keeps the task), ``default_device`` runs unplaced ops.
+    device_name: Callable | None = None
+    default_device: str = "/device:CPU:0"
 
 
 _MODES: dict = {}
 
 
 def register_partition_mode(name: str, rendezvous_factory, runner, *, per_session=None,
-                            partition_single_device=False) -> None:
+                            partition_single_device=False, on_session=None,
+                            device_name=None, default_device="/device:CPU:0") -> None:
     """Make ``ConfigProto(partition_mode=name)`` run partitions with ``runner``.
 
     >>> register_partition_mode("threads", LocalRendezvous, run_on_threads)
     """
     _MODES[name] = PartitionMode(name, rendezvous_factory, runner, per_session,
-                                 partition_single_device)
+                                 partition_single_device, on_session, device_name,
+                                 default_device)
 
 
 def partition_mode(name: str) -> PartitionMode:
@@ -154,6 +163,9 @@ def build_partitioned_plan(graph, fetch_tensors, target_ops, feed_tensors, kerne
         plan = build_plan(part, per_device[d], result.targets[d], [ph for _, ph in feeds],
                           kernel_for, **plan_options)
         plan.transfers = transfer_keys(plan)
+        # What compiles this plan again in another process (the MPI mode ships it).
+        plan.build_args = (part, per_device[d], result.targets[d], [ph for _, ph in feeds],
+                           plan_options)
         plans[d] = plan
     return PartitionedPlan(result, plans, fetch_at, feed_at, fetch_from_feed)
 
@@ -261,3 +273,4 @@ def _first_real_error(failures):
 
 register_partition_mode("threads", LocalRendezvous, run_on_threads)
 from . import multiprocess  # noqa: E402,F401  registers the "processes" mode
+from . import mpi  # noqa: E402,F401  registers the "mpi" mode (mpi4py imported on use)

@@ -113,6 +113,8 @@ class PartitionedDriver:
         self._session = weakref.ref(session)
         self._pool = pool
         self.mode_state = None    # the mode's per-Session state, made on first use
+        if self.mode.on_session is not None:
+            self.mode.on_session(session)   # the MPI mode: ranks other than 0 serve here
 
     @property
     def name(self) -> str:
@@ -123,10 +125,13 @@ class PartitionedDriver:
         return len(set(places) - {None}) >= 2 or self.mode.partition_single_device
 
     def build(self, graph, tensors, targets, feed_tensors, kernel_for, *, resolve,
-              **plan_options):
+              devices=None, **plan_options):
+        if self.mode.device_name is not None and devices is not None:
+            def resolve(op, _name=self.mode.device_name):  # the mode names devices
+                return _name(devices, op)
         return build_partitioned_plan(graph, tensors, targets, feed_tensors, kernel_for,
-                                      default_device="/device:CPU:0", resolve=resolve,
-                                      **plan_options)
+                                      default_device=self.mode.default_device,
+                                      resolve=resolve, **plan_options)
 
     def execute(self, plan, feed_values, deadline, stats=None) -> list:
         return run_partitioned(plan, feed_values, deadline, self.mode.name, self._pool.get(),
@@ -174,7 +179,8 @@ class StepDriver:
         if self.partitioned.wants(places):
             plan = self.partitioned.build(graph, tensors, targets, feed_tensors,
                                           self._kernels.kernel_for,
-                                          resolve=self._devices.device_name, **options)
+                                          resolve=self._devices.device_name,
+                                          devices=self._devices, **options)
         else:
             plan = self.single.build(graph, tensors, targets, feed_tensors,
                                      self._kernels.kernel_for, **options)

@@ -1,0 +1,201 @@
+"""Run under ``dataflow mpirun -n K tests/mpi/main.py MODE OUT``: the MPI side of
+tests/test_mpi_mode.py. Ranks other than 0 serve from their first Session on; rank 0
+runs MODE's checks and pickles what it saw to OUT (errors as their type name, message
+and the seconds the failing run took)."""
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+
+import dataflow as df  # noqa: E402
+from tests.mpi.scenarios import SCENARIOS, task  # noqa: E402
+
+CONFIG = df.ConfigProto(partition_mode="mpi")
+
+
+def mpi_session():
+    return df.Session(config=CONFIG)
+
+
+def attempt(fn):
+    """fn()'s value, or ("error", type name, message, seconds)."""
+    start = time.monotonic()
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - recorded for the test to judge
+        return ("error", type(e).__name__, str(e), time.monotonic() - start)
+
+
+def endless_loop(on_task):
+    """A loop that never ends, its body on ``on_task`` and its predicate on task 0."""
+    with task(0):
+        def body(i):
+            with task(on_task):
+                return i + 1
+        return df.while_loop(lambda i: i >= 0, body, [df.constant(0)])
+
+
+def faults():
+    out = {}
+    with df.Graph().as_default():
+        x = df.placeholder(df.float32, [], name="x")
+        with task(1):
+            check = df.Assert(x < 100.0, [x], name="x_is_small")
+            with df.control_dependencies([check]):
+                y = x * 2.0
+        with task(2):
+            z = df.while_loop(lambda i, a: i < 50, lambda i, a: (i + 1, a + 1.0), (0, x))[1]
+        with task(0):
+            r = y + z
+        with mpi_session() as sess:
+            out["assert"] = attempt(lambda: sess.run(r, {x: 500.0}))
+            out["after_assert"] = sess.run(r, {x: 1.0})
+    with df.Graph().as_default():
+        forever = endless_loop(1)
+        with task(2):
+            quick = df.constant(3.0) * 2.0
+        with mpi_session() as sess:
+            opts = df.RunOptions(timeout_in_ms=500)
+            out["deadline"] = attempt(lambda: sess.run(forever, options=opts))
+            out["after_deadline"] = sess.run(quick)
+            # A second step while one runs is refused.
+            slow = df.RunOptions(timeout_in_ms=1500)
+            first = {}
+            th = threading.Thread(target=lambda: first.setdefault(
+                "r", attempt(lambda: sess.run(forever, options=slow))))
+            th.start()
+            time.sleep(0.4)
+            out["concurrent"] = attempt(lambda: sess.run(quick))
+            th.join()
+            out["concurrent_first"] = first["r"]
+    return out
+
+
+def traced():
+    """A traced step of a loop split over tasks 0 and 1: step_stats has both tasks, the
+    body's node runs once per iteration on task 1, and the Chrome trace draws the
+    Send -> Recv flows between the ranks."""
+    import json
+    with df.Graph().as_default():
+        with task(0):
+            def body(i, a):
+                with task(1):
+                    b = df.multiply(a, 2.0, name="double")
+                return i + 1, b
+            _, a = df.while_loop(lambda i, a: i < 7, body, (0, 1.0))
+        with mpi_session() as sess:
+            md = df.RunMetadata()
+            value = sess.run(a, options=df.RunOptions(trace_level=df.RunOptions.FULL_TRACE),
+                             run_metadata=md)
+    doubles = [n for d in md.step_stats.dev_stats for n in d.node_stats
+               if n.node_name == "while/double"]
+    trace = json.loads(df.timeline.Timeline(md.step_stats).generate_chrome_trace_format())
+    return {"value": value,
+            "devices": sorted({d.device for d in md.step_stats.dev_stats}),
+            "double_iterations": sorted(n.iteration_id for n in doubles if not n.is_dead),
+            "double_dead": sorted(n.iteration_id for n in doubles if n.is_dead),
+            "flows": sum(1 for e in trace["traceEvents"] if e.get("ph") in ("s", "f"))}
+
+
+def kill():
+    """Rank 2 hangs (SIGSTOP) during a step with a deadline: the step raises at its
+    deadline; continued, rank 2 serves the next step. Rank 1 is killed during a step
+    without a deadline: the step raises AbortedError; task 0 alone still runs."""
+    from dataflow.runtime.mpi.world import world
+    pids = [pid for _, pid in world().places]
+    out = {"pids": pids}
+    with df.Graph().as_default():
+        on2 = endless_loop(2)
+        on1 = endless_loop(1)
+        with task(0):
+            local = df.constant(2.0) + 1.0
+        with task(2):
+            on2_quick = df.constant(5.0) * 2.0
+        with mpi_session() as sess:
+            os.kill(pids[2], signal.SIGSTOP)
+            out["hang"] = attempt(lambda: sess.run(on2, options=df.RunOptions(
+                timeout_in_ms=800)))
+            os.kill(pids[2], signal.SIGCONT)
+            out["after_hang"] = attempt(lambda: sess.run(on2_quick))   # it recovered
+            timer = threading.Timer(0.5, os.kill, (pids[1], signal.SIGKILL))
+            timer.start()
+            out["killed"] = attempt(lambda: sess.run(on1))
+            timer.join()
+            out["local"] = sess.run(local)
+    return out
+
+
+def random_programs(count, seed):
+    """Random spec programs, every op on a random task of 3: run_tokens must equal the
+    reference interpreter's tokens."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tests.graph_gen import programs, quiet_numpy
+    from tests.test_differential import NOT_COMPUTED, SETTINGS, assert_same_tokens, spec_tokens
+    checked = []
+
+    @settings(max_examples=count, **dict(SETTINGS, derandomize=True, database=None))
+    @given(program=programs(max_statements=6), place_seed=st.integers(0, 2**32 - 1))
+    def check(program, place_seed):
+        graph, fetches, feeds = program.build()
+        expected = spec_tokens(graph, fetches, feeds, seed)
+        rng = random.Random(place_seed)
+        for op in graph.get_operations():
+            op._set_device(f"/job:worker/task:{rng.randrange(3)}/device:CPU:0")
+        config = df.ConfigProto(partition_mode="mpi", fold_constants=program.fold_constants)
+        with quiet_numpy(), df.Session(graph=graph, config=config) as sess:
+            try:
+                actual = sess.run_tokens(fetches, feeds,
+                                         options=df.RunOptions(timeout_in_ms=30_000))
+            except df.errors.InternalError as e:
+                assert "without computing fetch" in str(e), e
+                actual = NOT_COMPUTED
+        assert_same_tokens(expected, actual, fetches)
+        checked.append(program.source)
+
+    check()
+    return {"checked": len(checked)}
+
+
+def main():
+    if not df.distributed.is_chief():
+        mpi_session()          # serves rank 0's sessions, then ends this process
+        raise AssertionError("a serving rank returned from Session()")
+    mode, path = sys.argv[1], sys.argv[2]
+    if mode == "crash":
+        raise RuntimeError("rank 0 fails before running a step")
+    if mode == "scenarios":
+        results = {name: fn(mpi_session) for name, fn in SCENARIOS.items()}
+        results.update(faults())
+        results["traced"] = traced()
+    elif mode == "kill":
+        results = kill()
+    elif mode == "single":
+        with df.Graph().as_default():
+            with task(0):
+                a = df.constant(3.0) + 4.0
+            with task(1):
+                b = df.multiply(a, 2.0, name="on_task_1")
+            with mpi_session() as sess:
+                results = {"task0": sess.run(a), "task1": attempt(lambda: sess.run(b))}
+    elif mode == "random":
+        results = random_programs(int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    results["size"] = df.distributed.size()
+    with open(path, "wb") as f:
+        pickle.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""``ConfigProto(partition_mode="mpi")`` under real ``mpiexec`` runs (``dataflow mpirun``,
+3 ranks oversubscribed on this host): tests/mpi/main.py runs the partition scenarios of
+tests/mpi/scenarios.py on tasks 0-2, the faults, and random spec programs; the results
+must equal a single-process Session's (and the reference interpreter's)."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dataflow as df
+from dataflow.cli import mpirun_command, mpirun_env
+from tests.mpi.scenarios import SCENARIOS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAIN = os.path.join(ROOT, "tests", "mpi", "main.py")
+LAUNCH_TIMEOUT_S = 180
+
+
+def launch(tmp_path, ranks, *args):
+    """Run tests/mpi/main.py on ``ranks`` ranks; returns rank 0's pickled results."""
+    out = tmp_path / "results.pkl"
+    cmd = mpirun_command(ranks, [MAIN, args[0], str(out)] + [str(a) for a in args[1:]])
+    proc = subprocess.run(cmd, env=mpirun_env(ranks=ranks), cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
+    with open(out, "rb") as f:
+        return pickle.load(f)
+
+
+@pytest.fixture(scope="module")
+def scenario_results(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("mpi"), 3, "scenarios")
+
+
+def assert_same(actual, expected, name):
+    assert type(actual) is type(expected) or isinstance(actual, (np.ndarray, np.generic)), \
+        (name, actual, expected)
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), name
+        for a, e in zip(actual, expected):
+            assert_same(a, e, name)
+        return
+    a, e = np.asarray(actual), np.asarray(expected)
+    assert a.dtype == e.dtype, (name, a.dtype, e.dtype)
+    np.testing.assert_array_equal(a, e, err_msg=name, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_matches_a_single_process(scenario_results, name):
+    expected = SCENARIOS[name](df.Session)
+    assert_same(scenario_results[name], expected, name)
+    assert scenario_results["size"] == 3
+
+
+def test_scenarios_are_not_trivial(scenario_results):
+    """The loops really ran their iterations, across ranks."""
+    assert [int(scenario_results[f"loop_{n}"][0]) for n in (0, 1, 7)] == [0, 1, 7]
+    cond = scenario_results["cond_dead_branch"]
+    assert cond[3] is True                      # the fetch on the untaken branch is dead
+    first, second, v, w = scenario_results["variables"]
+    assert float(second) == float(first) + 5 * 6.0   # two bumps of 3 elements, 5 iterations
+    np.testing.assert_array_equal(v, [2.0, 3.0, 4.0])
+    assert float(w) == 20.0                        # 0+1+2+3+4, twice
+
+
+def test_a_traced_step_has_every_task_in_its_step_stats(scenario_results):
+    traced = scenario_results["traced"]
+    assert float(traced["value"]) == 128.0
+    assert traced["devices"] == ["/job:worker/replica:0/task:0/device:CPU:0",
+                                 "/job:worker/replica:0/task:1/device:CPU:0"]
+    assert traced["double_iterations"] == list(range(7))
+    assert traced["double_dead"] == [7]     # the last iteration's dead tokens
+    assert traced["flows"] >= 2 * 7      # a Send -> Recv arrow per iteration at least
+
+
+def test_an_assert_on_one_task_cancels_the_step_everywhere(scenario_results):
+    kind, cls, message, seconds = scenario_results["assert"]
+    assert (kind, cls) == ("error", "InvalidArgumentError")
+    assert "x_is_small" in message and "op type Assert" in message
+    assert "task 1" in message and "500" in message
+    assert seconds < 10.0        # the loop on task 2 did not hold the step up
+    assert float(scenario_results["after_assert"]) == 2.0 + 51.0   # the session goes on
+
+
+def test_a_step_past_its_deadline_raises_on_time(scenario_results):
+    kind, cls, message, seconds = scenario_results["deadline"]
+    assert (kind, cls) == ("error", "DeadlineExceededError")
+    assert 0.5 <= seconds < 1.5
+    assert float(scenario_results["after_deadline"]) == 6.0
+
+
+def test_concurrent_steps_of_one_session_are_refused(scenario_results):
+    kind, cls, message, seconds = scenario_results["concurrent"]
+    assert (kind, cls) == ("error", "FailedPreconditionError")
+    assert "one at a time" in message
+    assert scenario_results["concurrent_first"][1] == "DeadlineExceededError"
+
+
+def test_a_hung_or_killed_rank_fails_the_step_and_leaves_no_process(tmp_path):
+    start = time.monotonic()
+    results = launch(tmp_path, 3, "kill")
+    assert time.monotonic() - start < 60
+    kind, cls, _, seconds = results["hang"]
+    assert cls == "DeadlineExceededError" and 0.8 <= seconds < 1.3
+    assert float(results["after_hang"]) == 10.0      # continued, rank 2 serves again
+    kind, cls, message, seconds = results["killed"]
+    assert cls == "AbortedError" and "Task 1" in message and seconds < 5.0
+    assert float(results["local"]) == 3.0
+    for pid in results["pids"]:
+        assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
+
+
+def test_serving_ranks_exit_when_rank_0_fails(tmp_path):
+    """Rank 0 raises before any step: the serving ranks are told to exit, so mpiexec
+    returns (MPI's finalize would otherwise wait for them forever)."""
+    start = time.monotonic()
+    cmd = mpirun_command(3, [MAIN, "crash", str(tmp_path / "none.pkl")])
+    proc = subprocess.run(cmd, env=mpirun_env(ranks=3), cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    assert "rank 0 fails before running a step" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_random_programs_on_three_tasks_agree_with_the_spec(tmp_path):
+    seed = int(os.environ.get("DATAFLOW_TEST_SEED", "0")) % 1000
+    results = launch(tmp_path, 3, "random", 25, seed)
+    assert results["checked"] == 25
+
+
+def test_a_world_of_one_runs_task_0_and_names_missing_tasks(tmp_path):
+    """Without mpiexec the world has one rank: task 0 runs, task 1 is refused naming the op."""
+    out = tmp_path / "results.pkl"
+    proc = subprocess.run([sys.executable, MAIN, "single", str(out)], cwd=ROOT,
+                          env=mpirun_env(), capture_output=True, text=True,
+                          timeout=LAUNCH_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out, "rb") as f:
+        results = pickle.load(f)
+    assert results["size"] == 1
+    assert float(results["task0"]) == 7.0
+    kind, cls, message, _ = results["task1"]
+    assert cls == "InvalidArgumentError" and "Cannot assign a device for operation" in message
+    assert "names task 1" in message
+    assert "mpirun -n 2" in message
+
+
+def test_mpirun_wraps_mpiexec_for_one_host():
+    cmd = mpirun_command(4, ["script.py", "--flag"])
+    assert os.path.basename(cmd[0]) == "mpiexec"
+    assert cmd[1:3] == ["-n", "4"]
+    assert "--oversubscribe" in cmd and "--enable-recovery" in cmd
+    assert cmd[-3:] == ["-u", "script.py", "--flag"] and cmd[-4] == sys.executable
+    env = mpirun_env({}, ranks=4)
+    if os.geteuid() == 0:
+        assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert env["OPENBLAS_NUM_THREADS"] == str(max(1, os.cpu_count() // 4))
+    assert mpirun_env({"OMP_NUM_THREADS": "3"}, ranks=4)["OMP_NUM_THREADS"] == "3"
