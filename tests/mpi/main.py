@@ -14,7 +14,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
 
 import dataflow as df  # noqa: E402
 from tests.mpi.scenarios import SCENARIOS, task  # noqa: E402
