@@ -28,7 +28,7 @@ import tempfile
 WORKLOADS = {
     "scalar_loop": ("make_scalar_loop", 3, "µs/iter", 1e6),
     "cond_in_while": ("make_cond_in_while", 3, "µs/iter", 1e6),
-    "rnn_loop": ("make_rnn_loop", 3, "ms/run", 1e3),
+    "rnn_loop": ("make_rnn_loop", 3, "µs/step", 1e6),
     "mlp_step": ("make_mlp_adam_step", 200, "ms/step", 1e3),
 }
 
