@@ -88,6 +88,11 @@ from .autodiff import (GradientTape, NotDifferentiable, RegisterGradient,  # noq
 from .partition import partition  # noqa: F401,E402  (the function shadows the package name)
 from . import viz  # noqa: F401,E402  (registers the DOT writer behind Graph.to_dot)
 from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)
+# The runtime may not import the planner (layers): the budget check of
+# ConfigProto(memory_budget_bytes=N) is installed here, where both are visible.
+from .runtime.memory_budget import register_budget_check  # noqa: E402
+register_budget_check(memory.budget_error)
+del register_budget_check
 from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 

@@ -14,8 +14,9 @@ bound, for graphs with cond and while loops.
 True
 """
 from .batch import max_batch_size
+from .budget import budget_error
 from .planner import ALIGNMENT, Buffer, MemoryPlan, StackUse, plan
 from .shapes import StepShapes, infer_step_shapes
 
-__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "StepShapes", "infer_step_shapes",
+__all__ = ["ALIGNMENT", "Buffer", "budget_error", "MemoryPlan", "StackUse", "StepShapes", "infer_step_shapes",
            "max_batch_size", "plan"]

@@ -33,6 +33,7 @@ from .executor import DEAD
 from .feeds import convert_feeds, fetched_value
 from .host_memory import retain_freed_memory
 from .kernel_resolver import KernelResolver
+from .memory_budget import BudgetGuard
 from .plan_cache import PlanCache
 from .run_modes import StepDriver, WorkerPool
 from .step_stats import StepStats, step_observers
@@ -73,7 +74,12 @@ class ConfigProto:
     says how a graph placed on several devices runs its partitions: ``"threads"`` (the
     default: one executor per device, each on its own thread), ``"processes"`` (one
     worker process per device, see ``dataflow/runtime/multiprocess``) or another
-    registered mode (see ``dataflow/runtime/partitioned.py``):
+    registered mode (see ``dataflow/runtime/partitioned.py``);
+    ``memory_budget_bytes=N`` plans each step's memory (``df.memory.plan``, once per
+    compiled step and fed shapes) and raises ResourceExhaustedError naming the largest
+    buffers and the peak, before any kernel runs, when the peak exceeds ``N`` bytes
+    (a step whose memory cannot be planned, such as a while loop with no known trip
+    count, raises InvalidArgumentError instead of running unchecked):
 
     >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
     ...     float(sess.run(df.constant(2.0) * 3.0))
@@ -87,7 +93,7 @@ class ConfigProto:
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
-                 partition_mode="threads"):
+                 partition_mode="threads", memory_budget_bytes=None):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -102,6 +108,16 @@ class ConfigProto:
         # How a graph placed on several devices runs its partitions: "threads" (each
         # partition's executor on its own thread) or another registered mode.
         self.partition_mode = partition_mode
+        self.memory_budget_bytes = _budget(memory_budget_bytes)
+
+
+def _budget(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"ConfigProto(memory_budget_bytes={value!r}): expected a byte "
+                         "count >= 0 or None (no budget)")
+    return value
 
 
 def _thread_count(name, value) -> int:
@@ -169,6 +185,8 @@ class Session:
         self._driver = StepDriver(self, config, self._devices, self._kernels, self._pool,
                                   thread_limit(config.intra_op_parallelism_threads))
         self._plans = PlanCache(self._driver.build)   # no reference back to the Session
+        self._budget = (BudgetGuard(config.memory_budget_bytes)
+                        if config.memory_budget_bytes is not None else None)
 
     graph = property(lambda self: self._graph)
     sess_str = property(lambda self: "")
@@ -200,6 +218,8 @@ class Session:
         self._driver.close()
         self._resources.clear()
         self._plans.clear()
+        if self._budget is not None:
+            self._budget.clear()
         self._pool.shutdown()
 
     # -- running ---------------------------------------------------------------------------
@@ -253,6 +273,9 @@ class Session:
             raise RuntimeError("Attempted to use a closed Session.")
         feed_tensors, feed_values = convert_feeds(self._graph, feed_dict)
         plan = self._plans.get(self._graph, tensors, targets, feed_tensors)
+        if self._budget is not None:   # refuse an over-budget step before any kernel runs
+            self._budget.check(plan, self._graph, tensors, targets, feed_tensors,
+                               feed_values)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
         raw = self._driver.execute(plan, feed_values, deadline, stats)
