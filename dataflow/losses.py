@@ -55,6 +55,13 @@ def get_losses(scope=None, loss_collection=LOSSES):
     return get_default_graph().get_collection(loss_collection, scope)
 
 
+def _check_not_none(**arguments):
+    """TF1's ValueError for the first of the loss's ``arguments`` (in order) that is None."""
+    for name, value in arguments.items():
+        if value is None:
+            raise ValueError(f"{name} must not be None.")
+
+
 def _div_no_nan(x, y):
     """``x / y``, 0 where ``y`` is 0 (the denominator is guarded so no NaN gradient flows
     from the branch the select drops)."""
@@ -123,10 +130,7 @@ def mean_squared_error(labels, predictions, weights=1.0, scope=None, loss_collec
     >>> df.Session().run(mean_squared_error(labels=y, predictions=p))
     np.float32(2.5)
     """
-    if labels is None:
-        raise ValueError("labels must not be None.")
-    if predictions is None:
-        raise ValueError("predictions must not be None.")
+    _check_not_none(labels=labels, predictions=predictions)
     with name_scope(scope or "mean_squared_error") as s:
         predictions = math_ops.cast(convert_to_tensor(predictions), _dtypes.float32)
         labels = math_ops.cast(convert_to_tensor(labels), _dtypes.float32)
@@ -146,10 +150,7 @@ def softmax_cross_entropy(onehot_labels, logits, weights=1.0, label_smoothing=0,
     >>> df.Session().run(softmax_cross_entropy(onehot_labels=y1h, logits=z, label_smoothing=0.1))
     np.float32(0.6931472)
     """
-    if onehot_labels is None:
-        raise ValueError("onehot_labels must not be None.")
-    if logits is None:
-        raise ValueError("logits must not be None.")
+    _check_not_none(onehot_labels=onehot_labels, logits=logits)
     with name_scope(scope or "softmax_cross_entropy_loss") as s:
         logits = convert_to_tensor(logits)
         labels = math_ops.cast(convert_to_tensor(onehot_labels), logits.dtype)
@@ -183,10 +184,7 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None,
     >>> df.Session().run(sparse_softmax_cross_entropy(labels=y, logits=z))
     np.float32(0.6931472)
     """
-    if labels is None:
-        raise ValueError("labels must not be None.")
-    if logits is None:
-        raise ValueError("logits must not be None.")
+    _check_not_none(labels=labels, logits=logits)
     with name_scope(scope or "sparse_softmax_cross_entropy_loss") as s:
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels)

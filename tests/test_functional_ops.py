@@ -6,37 +6,27 @@ The programs of ``tests/tf_reference/functional_programs.py`` (ported from TF's
 and must match ``expected_functional.json``, recorded from TensorFlow (control flow
 v1) by ``generate_tensor_array.py``.
 """
-import json
-import pathlib
-
 import numpy as np
 import pytest
 
 import dataflow as df
 from tests.op_harness import check_gradients
 from tests.tf_reference import functional_programs
-from tests.tf_reference.compare import assert_same_outcome
+from tests.tf_reference.compare import Fixture
 
-EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
-                       "expected_functional.json").read_text())["programs"]
-
-TOLERANCE = {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
-
-
-def tolerance(dtype_name):
-    return TOLERANCE[dtype_name]
+FIXTURE = Fixture("expected_functional.json", functional_programs.PROGRAMS,
+                  "functional_programs.py", "generate_tensor_array.py",
+                  {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 1e-5, "atol": 1e-6}})
 
 
 def test_every_program_has_a_fixture():
-    assert sorted(functional_programs.PROGRAMS) == sorted(EXPECTED), \
-        "functional_programs.py and expected_functional.json disagree: rerun " \
-        "tests/tf_reference/generate_tensor_array.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_functional_ops_match_tensorflow(name):
-    outcome = functional_programs.run_program(df, functional_programs.PROGRAMS[name])
-    assert_same_outcome(name, EXPECTED[name], outcome, tolerance)
+    outcome = functional_programs.run_program(df, FIXTURE.programs[name])
+    FIXTURE.assert_matches(name, outcome)
 
 
 def test_map_fn_gradient_against_finite_differences():

@@ -7,7 +7,6 @@ same variable values, give TF's outputs, states and gradients (``expected_rnn.js
 recorded by ``generate_tensor_array.py``). Gradients are also checked against finite
 differences, and the copy-through of finished sequences against a NumPy LSTM.
 """
-import json
 import pathlib
 
 import numpy as np
@@ -17,29 +16,23 @@ import dataflow as df
 from dataflow.util import nest
 from tests.op_harness import check_gradients, numeric_gradient
 from tests.tf_reference import rnn_programs
-from tests.tf_reference.compare import assert_same_outcome
+from tests.tf_reference.compare import Fixture
 
-EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
-                       "expected_rnn.json").read_text())["programs"]
-
-TOLERANCE = {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 2e-5, "atol": 2e-6}}
-
-
-def tolerance(dtype_name):
-    return TOLERANCE[dtype_name]
+FIXTURE = Fixture("expected_rnn.json", rnn_programs.PROGRAMS, "rnn_programs.py",
+                  "generate_tensor_array.py",
+                  {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 2e-5, "atol": 2e-6}})
 
 
 def test_every_program_has_a_fixture():
-    assert sorted(rnn_programs.PROGRAMS) == sorted(EXPECTED), \
-        "rnn_programs.py and expected_rnn.json disagree: rerun generate_tensor_array.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_rnn_matches_tensorflow(name):
-    outcome = rnn_programs.run_program(df, rnn_programs.PROGRAMS[name])
-    assert outcome.get("variables") == EXPECTED[name].get("variables"), \
+    outcome = rnn_programs.run_program(df, FIXTURE.programs[name])
+    assert outcome.get("variables") == FIXTURE.expected[name].get("variables"), \
         f"{name}: variables {outcome.get('variables')} != TF's"
-    assert_same_outcome(name, EXPECTED[name], outcome, tolerance)
+    FIXTURE.assert_matches(name, outcome)
 
 
 def _numpy_lstm(x, lengths, kernel, bias, forget_bias=1.0):

@@ -7,33 +7,22 @@ must match what TensorFlow (control flow v1) produced when
 ``generate_tensor_array.py`` recorded ``expected_tensor_array.json``: the same
 structure, dtypes, shapes, values and error classes.
 """
-import json
-import pathlib
-
 import pytest
 
 import dataflow as df
 from tests.tf_reference import tensor_array_programs
-from tests.tf_reference.compare import assert_same_outcome
+from tests.tf_reference.compare import Fixture
 
-EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
-                       "expected_tensor_array.json").read_text())["programs"]
-
-TOLERANCE = {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
-
-
-def tolerance(dtype_name):
-    return TOLERANCE[dtype_name]
+FIXTURE = Fixture("expected_tensor_array.json", tensor_array_programs.PROGRAMS,
+                  "tensor_array_programs.py", "generate_tensor_array.py",
+                  {"float64": {"rtol": 1e-9, "atol": 1e-12}, "float32": {"rtol": 1e-5, "atol": 1e-6}})
 
 
 def test_every_program_has_a_fixture():
-    assert sorted(tensor_array_programs.PROGRAMS) == sorted(EXPECTED), \
-        "tensor_array_programs.py and expected_tensor_array.json disagree: rerun " \
-        "tests/tf_reference/generate_tensor_array.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_tensor_array_matches_tensorflow(name):
-    program = tensor_array_programs.PROGRAMS[name]
-    outcome = tensor_array_programs.run_program(df, program)
-    assert_same_outcome(name, EXPECTED[name], outcome, tolerance)
+    outcome = tensor_array_programs.run_program(df, FIXTURE.programs[name])
+    FIXTURE.assert_matches(name, outcome)

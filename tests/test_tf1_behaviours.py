@@ -5,27 +5,22 @@ Each program of ``tests/tf_reference/tf1_behaviour_programs.py`` runs here with
 match what TensorFlow with control flow v1 recorded in
 ``tests/tf_reference/expected_tf1_behaviours.json`` (``generate_tf1_behaviours.py``).
 """
-import json
-import pathlib
-
 import pytest
 
 import dataflow as df
 from tests.tf_reference import tf1_behaviour_programs as programs
-from tests.tf_reference.compare import assert_same_outcome
+from tests.tf_reference.compare import Fixture
 
-EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
-                       "expected_tf1_behaviours.json").read_text())["programs"]
-
-TOLERANCE = {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
+FIXTURE = Fixture("expected_tf1_behaviours.json", programs.PROGRAMS, "tf1_behaviour_programs.py",
+                  "generate_tf1_behaviours.py",
+                  {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}})
 
 
 def test_every_program_has_a_fixture():
-    assert sorted(programs.PROGRAMS) == sorted(EXPECTED), \
-        "tf1_behaviour_programs.py and its fixture disagree: rerun generate_tf1_behaviours.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_matches_tensorflow(name):
-    outcome = programs.run_program(df, programs.PROGRAMS[name])
-    assert_same_outcome(name, EXPECTED[name], outcome, TOLERANCE.__getitem__)
+    outcome = programs.run_program(df, FIXTURE.programs[name])
+    FIXTURE.assert_matches(name, outcome)

@@ -8,17 +8,11 @@ dataflow's error is an instance of the class TF raised (dataflow's
 InvalidArgumentError is also a ValueError, so it matches TF's ValueError for a
 badly shaped feed).
 """
-import json
-import pathlib
-
 import pytest
 
 import dataflow as df
 from tests.tf_reference import programs
-from tests.tf_reference.compare import assert_same_outcome
-
-EXPECTED = json.loads(
-    (pathlib.Path(__file__).parent / "tf_reference" / "expected.json").read_text())["programs"]
+from tests.tf_reference.compare import Fixture
 
 
 def tolerance(dtype_name):
@@ -26,12 +20,14 @@ def tolerance(dtype_name):
     return {"rtol": 1e-5, "atol": 1e-6}
 
 
+FIXTURE = Fixture("expected.json", programs.PROGRAMS, "programs.py", "generate.py", tolerance)
+
+
 def test_every_program_has_a_fixture():
-    assert sorted(programs.PROGRAMS) == sorted(EXPECTED), \
-        "programs.py and expected.json disagree: rerun tests/tf_reference/generate.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_matches_tensorflow(name):
-    outcome = programs.run_program(df, programs.PROGRAMS[name])
-    assert_same_outcome(name, EXPECTED[name], outcome, tolerance)
+    outcome = programs.run_program(df, FIXTURE.programs[name])
+    FIXTURE.assert_matches(name, outcome)

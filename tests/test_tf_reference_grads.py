@@ -8,31 +8,22 @@ flow v1) produced when ``generate_grads.py`` recorded
 ``None`` gradients (fetched as ``grad_programs.NONE_MARKER``) and values --
 to rtol 1e-6 for float64, 1e-5 for float32.
 """
-import json
-import pathlib
-
 import pytest
 
 import dataflow as df
 from tests.tf_reference import grad_programs
-from tests.tf_reference.compare import assert_same_outcome
+from tests.tf_reference.compare import Fixture
 
-EXPECTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
-                       "expected_grads.json").read_text())["programs"]
-
-TOLERANCE = {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}}
-
-
-def tolerance(dtype_name):
-    return TOLERANCE[dtype_name]
+FIXTURE = Fixture("expected_grads.json", grad_programs.PROGRAMS, "grad_programs.py",
+                  "generate_grads.py",
+                  {"float64": {"rtol": 1e-6, "atol": 1e-9}, "float32": {"rtol": 1e-5, "atol": 1e-6}})
 
 
 def test_every_program_has_a_fixture():
-    assert sorted(grad_programs.PROGRAMS) == sorted(EXPECTED), \
-        "grad_programs.py and expected_grads.json disagree: rerun generate_grads.py"
+    FIXTURE.assert_covers_programs()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", FIXTURE.names)
 def test_gradients_match_tensorflow(name):
-    outcome = grad_programs.run_program(df, grad_programs.PROGRAMS[name])
-    assert_same_outcome(name, EXPECTED[name], outcome, tolerance)
+    outcome = grad_programs.run_program(df, FIXTURE.programs[name])
+    FIXTURE.assert_matches(name, outcome)

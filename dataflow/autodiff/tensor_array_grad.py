@@ -64,6 +64,17 @@ def _gradient_array(op, dtype, flow, source) -> TensorArray:
     return forward.grad(source=source, flow=flow)
 
 
+def _gradient_array_after_write(op, flow):
+    """The gradient array of a writing access ``op`` (write, scatter, split) and the
+    flow its mirror read waits for: ``flow``, held until ``op``'s own output flow exists
+    so the gradient array is not found or made before the forward write has run."""
+    source = _grad_source(flow, op)
+    flow_out = identity(op.outputs[0], name="flow_out")
+    with get_default_graph().control_dependencies([flow_out]):
+        flow = identity(flow, name="write_barrier")
+    return _gradient_array(op, op.get_attr("T"), flow, source), flow
+
+
 @RegisterGradient("TensorArrayReadV3")
 def _read_grad(op, grad):
     """A read's gradient is written to the same index of the gradient array."""
@@ -78,12 +89,7 @@ def _write_grad(op, flow):
     """A write's value gets the gradient array's element at its index, read once every
     gradient of later reads of that index has been written."""
     index = op.inputs[1]
-    source = _grad_source(flow, op)
-    g = get_default_graph()
-    flow_out = identity(op.outputs[0], name="flow_out")
-    with g.control_dependencies([flow_out]):
-        flow = identity(flow, name="write_barrier")
-    ga = _gradient_array(op, op.get_attr("T"), flow, source)
+    ga, flow = _gradient_array_after_write(op, flow)
     grad = ga.read(index)
     grad.set_shape(op.inputs[2].shape)  # the static shape the written value had
     return [None, None, grad, flow]
@@ -99,12 +105,7 @@ def _gather_grad(op, grad):
 @RegisterGradient("TensorArrayScatterV3")
 def _scatter_grad(op, flow):
     indices = op.inputs[1]
-    source = _grad_source(flow, op)
-    g = get_default_graph()
-    flow_out = identity(op.outputs[0], name="flow_out")
-    with g.control_dependencies([flow_out]):
-        flow = identity(flow, name="write_barrier")
-    ga = _gradient_array(op, op.get_attr("T"), flow, source)
+    ga, flow = _gradient_array_after_write(op, flow)
     grad = ga.gather(indices)
     grad.set_shape(op.inputs[2].shape)
     return [None, None, grad, flow]
@@ -119,12 +120,7 @@ def _concat_grad(op, grad, unused_lengths_grad):
 
 @RegisterGradient("TensorArraySplitV3")
 def _split_grad(op, flow):
-    source = _grad_source(flow, op)
-    g = get_default_graph()
-    flow_out = identity(op.outputs[0], name="flow_out")
-    with g.control_dependencies([flow_out]):
-        flow = identity(flow, name="write_barrier")
-    ga = _gradient_array(op, op.get_attr("T"), flow, source)
+    ga, flow = _gradient_array_after_write(op, flow)
     grad = ga.concat()
     grad.set_shape(op.inputs[1].shape)
     return [None, grad, None, flow]

@@ -3,8 +3,12 @@
 Outcomes are encoded by ``programs.encode`` / ``programs.run_program``: nested
 structures whose leaves carry dtype, shape and value, and error class names.
 ``tolerance(dtype_name)`` gives the ``assert_allclose`` tolerances for floats.
+``Fixture`` loads one recorded ``expected_*.json`` for the test module that
+checks its programs.
 """
 import builtins
+import json
+import pathlib
 
 import numpy as np
 
@@ -85,3 +89,38 @@ def assert_same_outcome(name, expected, outcome, tolerance):
         else:
             assert "error" not in got, f"{where}: dataflow raised {got['error']}, TF did not"
             assert_same_structure(want, got, where, tolerance)
+
+
+class Fixture:
+    """One recorded fixture (``tests/tf_reference/<filename>``) and the programs it covers.
+
+    ``tolerance`` is either a ``{dtype name: assert_allclose kwargs}`` table or a
+    ``tolerance(dtype_name)`` function. Test modules parametrise over ``names``::
+
+        FIXTURE = Fixture("expected.json", programs.PROGRAMS, "programs.py", "generate.py",
+                          {"float32": {"rtol": 1e-5, "atol": 1e-6}})
+
+        @pytest.mark.parametrize("name", FIXTURE.names)
+        def test_matches_tensorflow(name):
+            FIXTURE.assert_matches(name, programs.run_program(df, FIXTURE.programs[name]))
+    """
+
+    def __init__(self, filename, programs, programs_file, generator, tolerance):
+        self.filename = filename
+        self.expected = json.loads(
+            (pathlib.Path(__file__).parent / filename).read_text())["programs"]
+        self.names = sorted(self.expected)
+        self.programs = programs
+        self.programs_file = programs_file
+        self.generator = generator
+        self.tolerance = tolerance.__getitem__ if isinstance(tolerance, dict) else tolerance
+
+    def assert_covers_programs(self):
+        """Every program has a recorded outcome and every recorded outcome a program."""
+        assert sorted(self.programs) == self.names, \
+            f"{self.programs_file} and {self.filename} disagree: rerun " \
+            f"tests/tf_reference/{self.generator}"
+
+    def assert_matches(self, name, outcome):
+        """dataflow's ``outcome`` of program ``name`` agrees with TF's recorded one."""
+        assert_same_outcome(name, self.expected[name], outcome, self.tolerance)

@@ -60,5 +60,21 @@ def write_fixtures(results, output):
     print(f"wrote {output} ({len(results)} programs)")
 
 
+def record_programs(tf, module, output, only=(), preview=120):
+    """Run ``module.PROGRAMS`` under ``tf``, printing each outcome, and write ``output``.
+
+    A non-empty ``only`` (program names from the command line) is a trial run: just
+    those programs run and nothing is written.
+    """
+    results = {}
+    for name, program in module.PROGRAMS.items():
+        if only and name not in only:
+            continue
+        results[name] = module.run_program(tf, program)
+        print(f"{name}: {json.dumps(results[name])[:preview]}")
+    if not only:
+        write_fixtures(results, output)
+
+
 if __name__ == "__main__":
     sys.exit(main())

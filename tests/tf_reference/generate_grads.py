@@ -10,7 +10,6 @@ Then run ``pytest tests/test_tf_reference_grads.py``.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
@@ -22,19 +21,9 @@ def main() -> int:
     """Run every gradient program under TensorFlow and write expected_grads.json."""
     sys.path.insert(0, str(HERE))
     import grad_programs  # a sibling module, importable without the package
-    from generate import load_tensorflow, write_fixtures
+    from generate import load_tensorflow, record_programs
 
-    tf = load_tensorflow()
-    only = set(sys.argv[1:])
-    results = {}
-    for name, program in grad_programs.PROGRAMS.items():
-        if only and name not in only:
-            continue
-        results[name] = grad_programs.run_program(tf, program)
-        print(f"{name}: {json.dumps(results[name])[:120]}")
-    if only:  # a trial run of some programs: print, do not write
-        return 0
-    write_fixtures(results, OUTPUT)
+    record_programs(load_tensorflow(), grad_programs, OUTPUT, set(sys.argv[1:]), preview=120)
     return 0
 
 

@@ -14,7 +14,6 @@ tests/test_rnn.py``.
 from __future__ import annotations
 
 import importlib
-import json
 import pathlib
 import sys
 
@@ -27,22 +26,14 @@ SUITES = {"tensor_array_programs": HERE / "expected_tensor_array.json",
 def main() -> int:
     """Run every program of each suite under TensorFlow and write its fixture file."""
     sys.path.insert(0, str(HERE))
-    from generate import load_tensorflow, write_fixtures
+    from generate import load_tensorflow, record_programs
 
     tf = load_tensorflow()
     only = set(sys.argv[1:])
     for module_name, output in SUITES.items():
         if not (HERE / f"{module_name}.py").exists():
             continue
-        module = importlib.import_module(module_name)
-        results = {}
-        for name, program in module.PROGRAMS.items():
-            if only and name not in only:
-                continue
-            results[name] = module.run_program(tf, program)
-            print(f"{name}: {json.dumps(results[name])[:160]}")
-        if not only:
-            write_fixtures(results, output)
+        record_programs(tf, importlib.import_module(module_name), output, only, preview=160)
     return 0
 
 

@@ -9,7 +9,6 @@ Naming programs runs only those and prints their outcomes without writing.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
@@ -21,19 +20,9 @@ def main() -> int:
     """Run every program under TensorFlow and write expected_tf1_behaviours.json."""
     sys.path.insert(0, str(HERE))
     import tf1_behaviour_programs as programs  # a sibling module
-    from generate import load_tensorflow, write_fixtures
+    from generate import load_tensorflow, record_programs
 
-    tf = load_tensorflow()
-    only = set(sys.argv[1:])
-    results = {}
-    for name, program in programs.PROGRAMS.items():
-        if only and name not in only:
-            continue
-        results[name] = programs.run_program(tf, program)
-        print(f"{name}: {json.dumps(results[name])[:300]}")
-    if only:
-        return 0
-    write_fixtures(results, OUTPUT)
+    record_programs(load_tensorflow(), programs, OUTPUT, set(sys.argv[1:]), preview=300)
     return 0
 
 
