@@ -13,6 +13,7 @@ treats a pop as reading the values pushed onto its stack).
 """
 from __future__ import annotations
 
+from ..control_flow.context import CondContext
 from ..framework.graph import get_default_graph
 from ..ops import data_flow_ops
 from ..ops.array_ops import identity
@@ -47,7 +48,11 @@ def _route_to_push(grad, value, pop_state, push_state):
     """Push ``grad`` in the pop's gradient loop; pop it in the push's gradient loop."""
     g = get_default_graph()
     grad_ctx = pop_state.grad_context
-    outer = grad_ctx.outer_context
+    # The outermost gradient loop around the push: in a nest, one stack serves every
+    # run of the inner loop (as a forward loop's history does), so it lives outside it.
+    top = _outermost(pop_state)
+    outer = top.grad_context.outer_context
+    current = g._get_control_flow_context()
     with g.control_dependencies(None):
         handle = _in_exactly(outer, lambda: data_flow_ops.stack(grad.dtype, name="b_pop_grad"))
         grad_ctx.Enter()
@@ -56,18 +61,37 @@ def _route_to_push(grad, value, pop_state, push_state):
                                             swap_memory=grad_ctx.swap_memory)
         finally:
             grad_ctx.Exit()
+    if isinstance(current, CondContext):
+        # In a gradient cond (a pop of a value saved in a cond): pushed when it runs.
+        push.op._set_control_flow_context(current)
     # Pushes in iteration order: after this iteration's counter step, before the next's.
     push.op._add_control_input(pop_state.grad_index.op.inputs[0].op)
     pop_state.grad_sync._add_control_input(push.op)
-    # The push's gradient loop pops only once every push is done.
-    done = grad_ctx.loop_exits[0]
+    # The push's gradient loop pops only once every push is done: once the outermost
+    # gradient loop around the pushes has counted down (its counter Exit).
+    done = top.grad_context.loop_exits[0]
 
     def after_pushes():
         with g.control_dependencies([done.op]):
             return identity(handle, name="b_pop_grad_done")
     history = _in_exactly(outer, after_pushes)
-    # Entered into the push's gradient loop, guarded by the push's cond predicate if any.
+    # Entered into the push's gradient loop, guarded by the push's cond predicate if
+    # any: a push inside a cond was popped inside the gradient cond, so its gradient
+    # is pushed here only in the iterations that pushed.
     return push_state.add_backprop_accumulated_value(history, value)
+
+
+def _outermost(pop_state):
+    """The state of the outermost gradient loop around the pops' loop that belongs to the
+    same first-order nest: the pop's loop ``B`` is the gradient loop of a nest of forward
+    loops, and ``pop_state`` (differentiating ``B``) has as many enclosing states for it.
+    A loop further out (``gradients`` called inside its body, then differentiated from
+    outside) runs both ``B``'s and the forward loop's gradients in one iteration, so
+    the stack must live inside it."""
+    state, first = pop_state, pop_state.forward_context.grad_state
+    while state.outer_grad_state is not None and first.outer_grad_state is not None:
+        state, first = state.outer_grad_state, first.outer_grad_state
+    return state
 
 
 def _in_exactly(ctx, fn):
