@@ -411,3 +411,22 @@ def test_hessian_taken_inside_a_loop_body():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
     # And the single step's Hessian part against finite differences.
     check_gradients(lambda w: df.reduce_sum(hessian_step(w)), [x0], rng=rng)
+
+
+@pytest.mark.parametrize("outer_trips", [1, 2])
+def test_gradient_taken_in_a_loop_body_differentiated_twice_from_outside(outer_trips):
+    """The body of loop L differentiates an inner loop (the gradient loop nests in L's
+    frame); differentiating L's result twice from outside takes the second derivative
+    of that gradient loop inside L's gradient loop: against central differences."""
+    def build(x, a):
+        def body(i, v):
+            _, u = df.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, df.sin(u * a)),
+                                 (0, v))
+            (gv,) = df.gradients(df.reduce_sum(u * u), v)
+            return i + 1, v + 0.3 * gv
+        _, y = df.while_loop(lambda i, v: i < outer_trips, body, (0, x))
+        return df.reduce_sum(y * y)
+    rng, _ = fresh_rng()
+    values = [rng.standard_normal(2) * 0.5, np.array(rng.uniform(0.5, 0.9))]
+    check_gradients(build, values, rng=rng)
+    check_gradients(_gradient_norm(build), values, rng=rng)

@@ -619,6 +619,8 @@ def maybe_create_control_flow_state(between_ops):
     state = None
     differentiated = set()
     reached = []
+    base = get_default_graph()._get_control_flow_context()
+    base_loop = base.GetWhileContext() if base is not None else None
     for op in between_ops:
         if is_loop_exit(op):
             forward = op._control_flow_context
@@ -627,7 +629,7 @@ def maybe_create_control_flow_state(between_ops):
             # history through the stack, not through the loop's Exits. The loops
             # around it that the first gradient differentiated are differentiated too.
             forward = forward_while_context(op)
-            differentiated.update(_loops_saving_for(op))
+            differentiated.update(_loops_around(forward, base_loop))
         else:
             continue
         differentiated.add(forward)
@@ -643,17 +645,28 @@ def maybe_create_control_flow_state(between_ops):
     return state
 
 
-def _loops_saving_for(push_op) -> list:
-    """The forward loops (inner to outer) whose gradient loops pop ``push_op``'s stack:
-    the nest of loops a first gradient differentiated, which saved this history."""
+def _loops_around(loop, base_loop) -> list:
+    """The loops enclosing ``loop`` out to (not including) the loop ``gradients`` is
+    called in (``base_loop``; None: outside every loop). A value saved in ``loop`` is
+    differentiated by a gradient nest that differentiates all of them."""
     loops = []
-    for pop in stack_pops_of(push_op):
-        ctx = forward_while_context(pop)
-        state = ctx.grad_state if ctx is not None else None
-        while state is not None:
-            loops.append(state.forward_context)
-            state = state.outer_grad_state
+    ctx = loop.outer_context
+    while ctx is not None:
+        outer = ctx.GetWhileContext()
+        if outer is None or _encloses(outer, base_loop):
+            break
+        loops.append(outer)
+        ctx = outer.outer_context
     return loops
+
+
+def _encloses(loop, inner) -> bool:
+    """True if while loop ``loop`` is ``inner`` or contains it."""
+    while inner is not None:
+        if inner is loop:
+            return True
+        inner = inner.outer_context.GetWhileContext() if inner.outer_context else None
+    return False
 
 
 # -- the history edge: a stack's pushes feed its pops --------------------------------------

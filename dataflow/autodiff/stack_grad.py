@@ -50,7 +50,7 @@ def _route_to_push(grad, value, pop_state, push_state):
     grad_ctx = pop_state.grad_context
     # The outermost gradient loop around the push: in a nest, one stack serves every
     # run of the inner loop (as a forward loop's history does), so it lives outside it.
-    top = _outermost(pop_state)
+    top = _outermost(pop_state, push_state)
     outer = top.grad_context.outer_context
     current = g._get_control_flow_context()
     with g.control_dependencies(None):
@@ -81,16 +81,20 @@ def _route_to_push(grad, value, pop_state, push_state):
     return push_state.add_backprop_accumulated_value(history, value)
 
 
-def _outermost(pop_state):
-    """The state of the outermost gradient loop around the pops' loop that belongs to the
-    same first-order nest: the pop's loop ``B`` is the gradient loop of a nest of forward
-    loops, and ``pop_state`` (differentiating ``B``) has as many enclosing states for it.
-    A loop further out (``gradients`` called inside its body, then differentiated from
-    outside) runs both ``B``'s and the forward loop's gradients in one iteration, so
-    the stack must live inside it."""
-    state, first = pop_state, pop_state.forward_context.grad_state
-    while state.outer_grad_state is not None and first.outer_grad_state is not None:
-        state, first = state.outer_grad_state, first.outer_grad_state
+def _outermost(pop_state, push_state):
+    """The outermost gradient loop around the pushes (``pop_state``'s) that does not
+    also enclose the pops (``push_state``'s). The stack lives just outside it: a nest
+    pushes in every run of its inner loop onto one stack, as a forward loop's history
+    does, and a loop enclosing both ends (``gradients`` called in a loop's body, then
+    differentiated from outside) runs pushes and pops in one of its iterations."""
+    around_pops, state = set(), push_state
+    while state is not None:
+        around_pops.add(state.grad_context)
+        state = state.outer_grad_state
+    state = pop_state
+    while state.outer_grad_state is not None \
+            and state.outer_grad_state.grad_context not in around_pops:
+        state = state.outer_grad_state
     return state
 
 
