@@ -256,6 +256,29 @@ def tensor_array_and_cond_in_a_loop(x, a):
     return df.reduce_sum(out.stack() ** 2)
 
 
+def tensor_array_written_in_a_cond(x, a):
+    n = 4
+    elems = df.TensorArray(df.float64, size=n).unstack(x)
+    out = df.TensorArray(df.float64, size=n)
+
+    def body(i, o):
+        e = elems.read(i)
+        return i + 1, df.cond(i < 2, lambda: o.write(i, df.sin(e * a)),
+                              lambda: o.write(i, e * e * a))
+    _, out = df.while_loop(lambda i, o: i < n, body, (0, out))
+    return df.reduce_sum(out.stack() ** 2)
+
+
+def tensor_array_read_in_a_cond(x, a):
+    n = 4
+    elems = df.TensorArray(df.float64, size=n).unstack(x)
+
+    def body(i, v):
+        return i + 1, df.cond(i < 2, lambda: v + df.sin(elems.read(i) * a), lambda: v * a)
+    _, y = df.while_loop(lambda i, v: i < n, body, (0, df.zeros_like(x[0])))
+    return df.reduce_sum(y ** 2)
+
+
 def rnn_with_a_refining_inner_loop(x, w):
     def step(t, h):
         def refine(k, hh):
@@ -293,7 +316,8 @@ def test_cond_on_data_matches_finite_differences(partial):
 @pytest.mark.parametrize("partial", [False, True])
 @pytest.mark.parametrize("build,shape", [
     (scan_in_map_fn, (2, 3)), (map_fn_in_scan, (3, 2)), (tensor_array_in_nested_loops, (3, 2)),
-    (tensor_array_and_cond_in_a_loop, (4, 2)), (rnn_with_a_refining_inner_loop, (3, 2))],
+    (tensor_array_and_cond_in_a_loop, (4, 2)), (tensor_array_written_in_a_cond, (4, 2)),
+    (tensor_array_read_in_a_cond, (4, 2)), (rnn_with_a_refining_inner_loop, (3, 2))],
     ids=lambda v: getattr(v, "__name__", str(v)))
 def test_functional_and_tensor_array_programs_match_finite_differences(build, shape, partial):
     rng, _ = fresh_rng()

@@ -12,6 +12,9 @@ For every forward loop that ``gradients`` passes through, a :class:`GradLoopStat
 
 Nested loops nest the states: an inner loop's iteration count of each outer
 iteration is itself a forward value of the outer loop, saved on the outer stack.
+A cond inside the loop gets a counterpart cond in the gradient loop, on its
+predicate's history (:meth:`GradLoopState.grad_cond_context`), so a gradient loop can
+itself be differentiated (``dataflow/spec/SECOND_ORDER.md``).
 :class:`ControlFlowState` keeps one state per forward loop.
 """
 from __future__ import annotations

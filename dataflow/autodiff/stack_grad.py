@@ -9,7 +9,9 @@ of each pop (made in ``GB``, in F-order) must reach its push (in ``GF``, in reve
 F-order): it goes through a new stack, pushed in ``GB`` and popped in ``GF`` once
 ``GB`` has finished. The gradient of a pop is that push; the gradient of a push is its
 value's pass-through gradient plus that pop (``gradients`` delivers it, because it
-treats a pop as reading the values pushed onto its stack).
+treats a pop as reading the values pushed onto its stack). In a nest of loops the stack
+lives outside the nest, as a forward loop's history does (``_outermost``); a pop inside
+a gradient cond has its gradient pushed only in the iterations its branch ran.
 """
 from __future__ import annotations
 
