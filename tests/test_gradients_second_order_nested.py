@@ -454,3 +454,43 @@ def test_gradient_taken_in_a_loop_body_differentiated_twice_from_outside(outer_t
     values = [rng.standard_normal(2) * 0.5, np.array(rng.uniform(0.5, 0.9))]
     check_gradients(build, values, rng=rng)
     check_gradients(_gradient_norm(build), values, rng=rng)
+
+
+def test_gradient_penalty_training_step_through_nested_loops_and_a_cond():
+    """``loss + 0.5 |d loss / d inputs|^2`` of the refining RNN (an inner loop with a
+    cond in every step): the optimizer's step moves the weights by -lr times the
+    penalised loss's gradient, whose directional derivative matches central differences
+    of the penalised loss."""
+    rng, seed = fresh_rng()
+    with df.Graph().as_default():
+        x = df.constant(rng.standard_normal((3, 1, 2)) * 0.5)
+        w = df.Variable(rng.standard_normal((2, 2)) * 0.5)
+
+        def step(t, h):
+            def refine(k, hh):
+                z = df.matmul(hh, w) + x[t]
+                return k + 1, df.cond(df.equal(k, t % 2), lambda: df.tanh(z),
+                                      lambda: 0.5 * hh + 0.5 * df.sin(z))
+            _, h = df.while_loop(lambda k, hh: k < 2, refine, (0, h))
+            return t + 1, h
+        _, h = df.while_loop(lambda t, h: t < 3, step, (0, df.zeros([1, 2], df.float64)))
+        task = df.reduce_sum(df.square(h - 0.3))
+        (dx,) = df.gradients(task, x)
+        penalised = task + 0.5 * df.reduce_sum(dx * dx)
+        (grad,) = df.gradients(penalised, [w])
+        train = df.train.GradientDescentOptimizer(0.02).minimize(penalised)
+        direction = rng.standard_normal((2, 2))
+        eps = 1e-5
+        with df.Session() as sess:
+            sess.run(df.global_variables_initializer())
+            start, got = sess.run([w, grad])
+
+            def loss_at(s):
+                w.load(start + s * direction, sess)
+                return sess.run(penalised)
+            numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+            assert float(np.sum(got * direction)) == pytest.approx(numeric, rel=1e-5, abs=1e-7), \
+                f"seed {seed}"
+            w.load(start, sess)
+            sess.run(train)
+            np.testing.assert_allclose(sess.run(w), start - 0.02 * got, rtol=1e-12, atol=1e-14)
