@@ -255,14 +255,14 @@ class GradLoopState:
         return handle
 
     def add_backprop_accumulated_value(self, history: Tensor, value: Tensor,
-                                       dead_branch=False, guarded=True) -> Tensor:
+                                       dead_branch=False) -> Tensor:
         """Pop, in the gradient loop, the value pushed by :meth:`add_forward_accumulator`.
 
         A value saved inside a cond branch is popped behind a Switch on the cond's
         predicate (itself popped from history), so the pop happens exactly in the
         iterations that pushed; for a cond of this loop the pop is a value of the
         branch's gradient cond (:meth:`grad_cond_context`), as the pushed value was of
-        the branch. ``guarded=False`` pops in every iteration.
+        the branch.
         """
         history_ctx = history.op._control_flow_context
         cond_ctx = None
@@ -272,8 +272,6 @@ class GradLoopState:
                 cond_ctx = ctx
                 break
             ctx = ctx.outer_context
-        if not guarded:
-            cond_ctx = None
         g = get_default_graph()
         with g.control_dependencies(None):
             self.grad_context.Enter()
@@ -322,7 +320,6 @@ class GradLoopState:
                 real = self.grad_context.AddValue(real)
         self.history_map[value] = real
         return real
-
 
     def outside(self, fn):
         """``fn()`` built where the gradient walk runs (outside every gradient loop and
@@ -492,6 +489,7 @@ class ControlFlowState:
 
     @staticmethod
     def exit_grad_context(contexts: list) -> None:
+        """Leave what :meth:`enter_grad_context` entered, innermost first."""
         for c in reversed(contexts):
             c.Exit()
 

@@ -50,8 +50,8 @@ def _route_to_push(grad, value, pop_state, push_state):
     """Push ``grad`` in the pop's gradient loop; pop it in the push's gradient loop."""
     g = get_default_graph()
     grad_ctx = pop_state.grad_context
-    # The outermost gradient loop around the push: in a nest, one stack serves every
-    # run of the inner loop (as a forward loop's history does), so it lives outside it.
+    # The stack lives outside the outermost gradient loop around these pushes that does
+    # not also hold the pops: in a nest, one stack serves every run of the inner loop.
     top = _outermost(pop_state, push_state)
     outer = top.grad_context.outer_context
     current = g._get_control_flow_context()
