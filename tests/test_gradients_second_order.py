@@ -173,6 +173,7 @@ def test_gradient_penalty_training_step_through_an_rnn():
     the penalised loss goes down."""
     rng, _ = fresh_rng()
     with df.Graph().as_default():
+        df.set_random_seed(int(rng.integers(2 ** 31)))  # the cell's initial weights
         x = df.constant(_sequence(rng, 2, 5, 3))
         target = df.constant(_sequence(rng, 2, 4) * 0.5)
         cell = df.nn.rnn_cell.BasicRNNCell(4)
@@ -182,7 +183,7 @@ def test_gradient_penalty_training_step_through_an_rnn():
         penalised = task + 0.5 * df.reduce_sum(dx * dx)
         variables = df.trainable_variables()
         grads = df.gradients(penalised, variables)
-        step = df.train.GradientDescentOptimizer(0.05).minimize(penalised)
+        step = df.train.GradientDescentOptimizer(0.02).minimize(penalised)
         directions = [rng.standard_normal(v.shape.as_list()) for v in variables]
         eps = 1e-5
         with df.Session() as sess:
@@ -199,34 +200,10 @@ def test_gradient_penalty_training_step_through_an_rnn():
             before = loss_at(0.0)
             sess.run(step)
             for v, w, g in zip(variables, start, got):
-                np.testing.assert_allclose(sess.run(v), w - 0.05 * g, rtol=1e-12, atol=1e-12)
+                np.testing.assert_allclose(sess.run(v), w - 0.02 * g, rtol=1e-12, atol=1e-12)
             for _ in range(5):
                 sess.run(step)
             assert sess.run(penalised) < before
-
-
-def test_nested_loops_are_refused_while_building():
-    with df.Graph().as_default():
-        x = df.placeholder(df.float64, [])
-
-        def outer(i, v):
-            _, v = df.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, df.sin(u)), (0, v))
-            return i + 1, v
-        _, y = df.while_loop(lambda i, v: i < 2, outer, (0, x))
-        (g,) = df.gradients(y, x)
-        with pytest.raises(NotImplementedError, match="nested while loops.*inside another"):
-            df.gradients(g, x)
-
-
-def test_cond_in_a_loop_is_refused_while_building():
-    with df.Graph().as_default():
-        x = df.placeholder(df.float64, [])
-        _, y = df.while_loop(
-            lambda i, v: i < 2,
-            lambda i, v: (i + 1, df.cond(i < 1, lambda: v * x, lambda: df.sin(v))), (0, x))
-        (g,) = df.gradients(y, x)
-        with pytest.raises(NotImplementedError, match="cond inside a while loop.*cond/"):
-            df.gradients(g, x)
 
 
 @pytest.mark.parametrize("parallel_iterations", [1, 10])

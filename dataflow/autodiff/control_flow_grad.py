@@ -72,26 +72,27 @@ def _merge_grad(op, grad, _value_index_grad):
         g_false, g_true = switch(grad, _grad_context().pivot)
         return [g_false, g_true]
     if ctx is not None and ctx.IsCondContext():
-        pred = ctx.pred
         grad_ctx = _grad_context()
-        if grad_ctx is not None and grad_ctx.grad_state is not None:
-            # A cond inside a loop: its predicate of each iteration comes from history.
-            state = grad_ctx.grad_state
-            real = state.history_map.get(pred)
-            if real is None:
-                grad_ctx.Exit()
-                try:
-                    history = state.add_forward_accumulator(pred)
-                finally:
-                    grad_ctx.Enter()
-                real = state.add_backprop_accumulated_value(history, pred)
-                state.history_map[pred] = real
-            pred = real
-        g_false, g_true = switch(grad, pred, name="cond_grad")
+        state = grad_ctx.grad_state if grad_ctx is not None else None
+        if state is not None and state.forward_context is ctx.GetWhileContext():
+            # A cond inside a loop: each branch's gradient starts from a Switch on the
+            # predicate's history, made in that branch's gradient cond.
+            return [_switch_into(state, ctx, branch, grad) for branch in (0, 1)]
+        g_false, g_true = switch(grad, ctx.pred, name="cond_grad")
         return [g_false, g_true]
     # A raw Merge: input i gets the gradient when it was the one forwarded.
     index = op.outputs[1]
     return [switch(grad, equal(index, i))[1] for i in range(len(op.inputs))]
+
+
+def _switch_into(state, cond_ctx, branch, grad):
+    """``grad`` as seen inside the gradient cond of branch ``branch`` of ``cond_ctx``."""
+    gctx = state.grad_cond_context(cond_ctx, branch)
+    gctx.Enter()
+    try:
+        return gctx.AddValue(grad)
+    finally:
+        gctx.Exit()
 
 
 @RegisterGradient("Exit")

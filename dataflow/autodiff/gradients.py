@@ -367,7 +367,7 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
     gradient loop); the gradient function runs in the gradient loop of ``op``'s own
     loop, if it has one.
     """
-    state = loop_state.enter_grad_context(op, before=True) if loop_state else None
+    entered = loop_state.enter_grad_context(op, before=True) if loop_state else []
     try:
         out_grads = [_aggregate(grads.get(t)) for t in op._outputs]
         for t, gr in zip(op._outputs, out_grads):
@@ -376,8 +376,8 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
         if op not in stop_ops and get_gradient_function(op) is not None:
             out_grads = [_dense_for(op, gr) for gr in out_grads]
     finally:
-        if state is not None:
-            state.grad_context.Exit()
+        if entered:
+            loop_state.exit_grad_context(entered)
     inputs = _inputs_of(op)
     none = [None] * len(inputs)
     if op in stop_ops or all(g is None for g in out_grads):
@@ -390,7 +390,7 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
                           f"{op.type}). Register one with df.RegisterGradient('{op.type}') "
                           f"or declare it with df.NotDifferentiable('{op.type}').")
     g = op.graph
-    state = loop_state.enter_grad_context(op, before=False) if loop_state else None
+    entered = loop_state.enter_grad_context(op, before=False) if loop_state else []
     try:
         with g.name_scope(op.name + "_grad"):
             out_grads = [gr if gr is not None or not _backpropagatable(t)
@@ -398,8 +398,8 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
                          for i, (t, gr) in enumerate(zip(op._outputs, out_grads))]
             result = fn(op, *out_grads)
     finally:
-        if state is not None:
-            state.grad_context.Exit()
+        if entered:
+            loop_state.exit_grad_context(entered)
     result = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(result) != len(inputs):
         raise ValueError(f"Gradient function of '{op.name}' ({op.type}) returned "

@@ -12,6 +12,9 @@ For every forward loop that ``gradients`` passes through, a :class:`GradLoopStat
 
 Nested loops nest the states: an inner loop's iteration count of each outer
 iteration is itself a forward value of the outer loop, saved on the outer stack.
+A cond inside the loop gets a counterpart cond in the gradient loop, on its
+predicate's history (:meth:`GradLoopState.grad_cond_context`), so a gradient loop can
+itself be differentiated (``dataflow/spec/SECOND_ORDER.md``).
 :class:`ControlFlowState` keeps one state per forward loop.
 """
 from __future__ import annotations
@@ -138,6 +141,10 @@ class GradLoopState:
         self.outer_grad_state = outer_grad_state
         self.history_map: dict = {}     # forward tensor -> its value in the gradient loop
         self.switch_map: dict = {}      # forward loop Switch op -> gradient Merge
+        # (forward cond predicate, branch) -> that branch's CondContext in the gradient
+        # loop, and the predicate -> its (false, true) pivots there (see grad_cond_context).
+        self.grad_conds: dict = {}
+        self._grad_pivots: dict = {}
         if forward.grad_state is not None:
             _add_missing_exits(forward)
         self.forward_loop_exits = list(forward.loop_exits)
@@ -162,15 +169,17 @@ class GradLoopState:
             # Nested: this loop's trip count of each outer iteration is an outer history.
             outer_forward.AddName(total)
             history = outer_grad_state.add_forward_accumulator(total)
-            outer_grad = outer_grad_state.grad_context
-            outer_grad.Enter()
-            try:
+            # Built where the outer gradient loop differentiates this loop's context: a
+            # loop inside a cond branch gets its gradient loop inside the gradient cond.
+            contexts = outer_grad_state.grad_contexts_for(outer_forward)
+
+            def build_nested():
                 self.grad_context = WhileContext(**kwargs)
                 real_count = outer_grad_state.add_backprop_accumulated_value(history, total)
-                self.grad_index = _add_backprop_loop_counter(self.grad_context, real_count,
-                                                             outer_grad_state)
-            finally:
-                outer_grad.Exit()
+                real_count = contexts[-1].AddValue(real_count)
+                return _add_backprop_loop_counter(self.grad_context, real_count,
+                                                  outer_grad_state)
+            self.grad_index = _in_contexts(contexts, build_nested)
         else:
             def build():
                 self.grad_context = WhileContext(**kwargs)
@@ -251,7 +260,9 @@ class GradLoopState:
 
         A value saved inside a cond branch is popped behind a Switch on the cond's
         predicate (itself popped from history), so the pop happens exactly in the
-        iterations that pushed.
+        iterations that pushed; for a cond of this loop the pop is a value of the
+        branch's gradient cond (:meth:`grad_cond_context`), as the pushed value was of
+        the branch.
         """
         history_ctx = history.op._control_flow_context
         cond_ctx = None
@@ -266,19 +277,17 @@ class GradLoopState:
             self.grad_context.Enter()
             try:
                 if cond_ctx is not None:
-                    pred = None
-                    state = self
-                    while pred is None and state is not None:
-                        pred = state.history_map.get(cond_ctx.pred)
-                        state = state.outer_grad_state
-                    if pred is None:
-                        pred = cond_ctx.pred
+                    pred = self.real_pred(cond_ctx)
                     branch = (1 - cond_ctx.branch) if dead_branch else cond_ctx.branch
                     history = switch(history, pred)[branch]
                 with g.device(value.device):  # popped where the value lived
                     pop = data_flow_ops.stack_pop(history, value.dtype, shape=value.shape)
             finally:
                 self.grad_context.Exit()
+        if cond_ctx is not None and cond_ctx.GetWhileContext() is self.forward_context:
+            gctx = self.grad_cond_context(cond_ctx, branch)
+            pop.op._set_control_flow_context(gctx)
+            gctx._mark_outputs(pop.op)
         if self.grad_context.parallel_iterations > 1:
             self.grad_sync._add_control_input(pop.op)
         return pop
@@ -303,11 +312,7 @@ class GradLoopState:
                 real = constant(cur_value.op.get_attr("value"), dtype=cur_value.dtype)
                 break
             else:
-                self.grad_context.Exit()
-                try:
-                    history = cur_state.add_forward_accumulator(cur_value)
-                finally:
-                    self.grad_context.Enter()
+                history = self.outside(lambda: cur_state.add_forward_accumulator(cur_value))
                 break
         if real is None:
             real = cur_state.add_backprop_accumulated_value(history, cur_value)
@@ -315,6 +320,100 @@ class GradLoopState:
                 real = self.grad_context.AddValue(real)
         self.history_map[value] = real
         return real
+
+    def outside(self, fn):
+        """``fn()`` built where the gradient walk runs (outside every gradient loop and
+        gradient cond), then back in exactly the current context."""
+        g = get_default_graph()
+        current = g._get_control_flow_context()
+        g._set_control_flow_context(self.control_flow_state.base_context)
+        try:
+            return fn()
+        finally:
+            g._set_control_flow_context(current)
+
+    # -- conds inside the loop ------------------------------------------------------------
+    def _owner_of(self, cond_ctx):
+        """The state (this one or an enclosing one) of the loop ``cond_ctx`` is in."""
+        forward = cond_ctx.GetWhileContext()
+        state = self
+        while state is not None and state.forward_context is not forward:
+            state = state.outer_grad_state
+        return state
+
+    def real_pred(self, cond_ctx) -> Tensor:
+        """The predicate of forward cond ``cond_ctx`` as this gradient loop sees it: in
+        each iteration, the value it had in the matching forward iteration (history)."""
+        owner = self._owner_of(cond_ctx)
+        if owner is None:
+            return cond_ctx.pred
+        real = owner.history_map.get(cond_ctx.pred)
+        if real is None:
+            g = get_default_graph()
+            current = g._get_control_flow_context()
+            g._set_control_flow_context(owner.grad_context)
+            try:
+                real = owner.get_real_value(cond_ctx.pred)
+            finally:
+                g._set_control_flow_context(current)
+        if owner is not self:
+            real = self.grad_context.AddValue(real)
+        return real
+
+    def grad_cond_context(self, cond_ctx, branch=None) -> CondContext:
+        """The gradient loop's counterpart of branch ``branch`` (default: its own) of
+        forward cond ``cond_ctx``, a cond inside this loop.
+
+        The gradients of a branch's ops are built in it, so the gradient loop holds a
+        cond with the forward one's structure (Switch in, Merge out, on the predicate's
+        history) rather than bare Switch/Merge ops: differentiating the gradient loop
+        (second order) then sees a cond in a loop, which it already handles. ::
+
+            forward F:   v --Switch(p)--> branch ops --Merge--> v'
+            gradient B:  g' --Switch(p_hist)[b] (CondContext b) --> branch grads
+                            --Merge--> g       (untaken side: zeros, made in the other
+                                                branch's CondContext)
+        """
+        branch = cond_ctx.branch if branch is None else branch
+        key = (cond_ctx.pred, branch)
+        gctx = self.grad_conds.get(key)
+        if gctx is not None:
+            return gctx
+        outer = cond_ctx.outer_context
+        if isinstance(outer, CondContext):
+            enclosing = self.grad_cond_context(outer)
+        else:
+            enclosing = self.grad_context
+        pred = self.real_pred(cond_ctx)
+        g = get_default_graph()
+        current = g._get_control_flow_context()
+        try:
+            with g.control_dependencies(None):  # (this clears the context: set it after)
+                g._set_control_flow_context(enclosing)
+                if isinstance(enclosing, CondContext):
+                    # A cond in a cond: its predicate is a value of the enclosing branch
+                    # (saved and differentiated with that branch, as in the forward).
+                    pred = enclosing.AddValue(pred)
+                pivots = self._grad_pivots.get(cond_ctx.pred)
+                if pivots is None:
+                    p_false, p_true = switch(pred, pred)
+                    pivots = self._grad_pivots[cond_ctx.pred] = (
+                        array_ops.identity(p_false, name="b_switch_f"),
+                        array_ops.identity(p_true, name="b_switch_t"))
+                gctx = CondContext(pred, pivots[branch], branch)
+        finally:
+            g._set_control_flow_context(current)
+        self.grad_conds[key] = gctx
+        return gctx
+
+    def grad_contexts_for(self, ctx) -> list:
+        """The contexts to enter, outermost first, to build in the gradient of forward
+        context ``ctx`` (this loop, or a cond inside it)."""
+        chain = []
+        while isinstance(ctx, CondContext) and ctx.GetWhileContext() is self.forward_context:
+            chain.append(self.grad_cond_context(ctx))
+            ctx = ctx.outer_context
+        return [self.grad_context] + chain[::-1]
 
 
 def _add_missing_exits(loop: WhileContext) -> None:
@@ -354,6 +453,9 @@ class ControlFlowState:
 
     def __init__(self):
         self._map: dict = {}
+        # Where the gradient walk builds (the caller's context): history stacks are
+        # made here, outside every gradient loop.
+        self.base_context = get_default_graph()._get_control_flow_context()
 
     def get_grad_state(self, op, before: bool):
         """The state whose gradient context ``op``'s gradient is built in. Before the
@@ -366,11 +468,30 @@ class ControlFlowState:
             forward = forward_while_context(op)
         return self._map.get(forward) if forward is not None else None
 
-    def enter_grad_context(self, op, before: bool):
+    def enter_grad_context(self, op, before: bool) -> list:
+        """Enter the context ``op``'s gradient is built in; returns the contexts entered
+        (for :meth:`exit_grad_context`). In a cond inside a loop that is the gradient
+        cond of the op's branch, except for the cond's own Switch (its gradient, a
+        Merge, is built around the cond, as the forward Merge was)."""
         state = self.get_grad_state(op, before)
-        if state is not None:
-            state.grad_context.Enter()
-        return state
+        if state is None:
+            return []
+        if before and is_loop_exit(op):
+            ctx = op._control_flow_context.outer_context
+        else:
+            ctx = op._control_flow_context
+            if not before and op.type == "Switch" and isinstance(ctx, CondContext):
+                ctx = ctx.outer_context
+        contexts = state.grad_contexts_for(ctx)
+        for c in contexts:
+            c.Enter()
+        return contexts
+
+    @staticmethod
+    def exit_grad_context(contexts: list) -> None:
+        """Leave what :meth:`enter_grad_context` entered, innermost first."""
+        for c in reversed(contexts):
+            c.Exit()
 
     def add_loop(self, forward: WhileContext, differentiated=None):
         """Create (once) the state of ``forward`` and of the enclosing loops that are
@@ -407,24 +528,22 @@ class ControlFlowState:
             if shape.is_fully_defined():
                 return zeros(shape.as_list(), exit_tensor.dtype)
             return zeros_like(exit_tensor)
+        # Made where the outer gradient loop differentiates the loop's context (inside
+        # the gradient cond of a branch, for a loop in a cond).
+        contexts = outer_state.grad_contexts_for(forward.outer_context)
         if shape.is_fully_defined():
-            outer_state.grad_context.Enter()
-            try:
-                return zeros(shape.as_list(), exit_tensor.dtype)
-            finally:
-                outer_state.grad_context.Exit()
+            return _in_contexts(contexts, lambda: zeros(shape.as_list(), exit_tensor.dtype))
         forward.outer_context.Enter()
         try:
             dyn_shape = shape_of(exit_tensor)
         finally:
             forward.outer_context.Exit()
         history = outer_state.add_forward_accumulator(dyn_shape)
-        outer_state.grad_context.Enter()
-        try:
+
+        def make():
             real_shape = outer_state.add_backprop_accumulated_value(history, dyn_shape)
             return zeros(real_shape, exit_tensor.dtype)
-        finally:
-            outer_state.grad_context.Exit()
+        return _in_contexts(contexts, make)
 
     def zeros_like(self, op, index: int):
         """A zero gradient for output ``index`` of ``op`` inside a forward loop (None for
@@ -439,11 +558,12 @@ class ControlFlowState:
         dead_branch = op.type == "Switch"
         op_ctx = op._control_flow_context
         if val.shape.is_fully_defined():
-            result = zeros(val.shape.as_list(), val.dtype)
             if dead_branch:
-                pred = state.history_map.get(op_ctx.pred, op_ctx.pred)
-                result = switch(result, pred)[1 - op_ctx.branch]
-            return result
+                # Made in the other branch's gradient cond: live exactly when the
+                # forward branch of this Switch was not taken.
+                other = state.grad_cond_context(op_ctx, 1 - op_ctx.branch)
+                return in_context(other, lambda: zeros(val.shape.as_list(), val.dtype))
+            return zeros(val.shape.as_list(), val.dtype)
         if dead_branch:
             op_ctx.outer_context.Enter()
             try:
@@ -459,13 +579,24 @@ class ControlFlowState:
                 dyn_shape = shape_of(val)
             finally:
                 op_ctx.Exit()
-        state.grad_context.Exit()
-        try:
-            history = state.add_forward_accumulator(dyn_shape, dead_branch=dead_branch)
-        finally:
-            state.grad_context.Enter()
+        history = state.outside(
+            lambda: state.add_forward_accumulator(dyn_shape, dead_branch=dead_branch))
         real_shape = state.add_backprop_accumulated_value(history, dyn_shape, dead_branch)
+        if dead_branch:
+            other = state.grad_cond_context(op_ctx, 1 - op_ctx.branch)
+            return in_context(other, lambda: zeros(real_shape, val.dtype))
         return zeros(real_shape, val.dtype)
+
+
+def _in_contexts(contexts, fn):
+    """``fn()`` with ``contexts`` (outermost first) entered."""
+    for c in contexts:
+        c.Enter()
+    try:
+        return fn()
+    finally:
+        for c in reversed(contexts):
+            c.Exit()
 
 
 def _is_loop_switch(op) -> bool:
@@ -489,13 +620,17 @@ def maybe_create_control_flow_state(between_ops):
     state = None
     differentiated = set()
     reached = []
+    base = get_default_graph()._get_control_flow_context()
+    base_loop = base.GetWhileContext() if base is not None else None
     for op in between_ops:
         if is_loop_exit(op):
             forward = op._control_flow_context
         elif op.type == "StackPush" and forward_while_context(op) is not None:
             # A second-order gradient: the gradient reaches the loop that saved this
-            # history through the stack, not through the loop's Exits.
+            # history through the stack, not through the loop's Exits. The loops
+            # around it that the first gradient differentiated are differentiated too.
             forward = forward_while_context(op)
+            differentiated.update(_loops_around(forward, base_loop))
         else:
             continue
         differentiated.add(forward)
@@ -504,33 +639,35 @@ def maybe_create_control_flow_state(between_ops):
         if state is None:
             state = ControlFlowState()
         loop = state.add_loop(forward, differentiated)
-        if op.type == "StackPush":
+        while op.type == "StackPush" and loop is not None:
+            # The loops around it run their gradient loops too (this one's nests there).
             loop.reached_through_history = True
-    if state is not None:
-        _check_second_order_supported(state, between_ops)
+            loop = loop.outer_grad_state
     return state
 
 
-def _check_second_order_supported(state, between_ops) -> None:
-    """Second-order gradients cover single-level loops without conds in their bodies;
-    refuse the rest while building, naming the op (rather than build a gradient whose
-    stacks cannot be ordered)."""
-    grad_loops = [s.forward_context for s in state.states()
-                  if s.forward_context.grad_state is not None]
-    if not grad_loops:
-        return
-    for loop in grad_loops:
-        if loop.outer_context is not None and loop.outer_context.GetWhileContext():
-            raise NotImplementedError(
-                f"Second-order gradients through nested while loops are not supported "
-                f"(gradient loop '{loop.name}' is inside another loop)")
-    for op in between_ops:
-        ctx = op._control_flow_context
-        if isinstance(ctx, CondContext) and ctx.GetWhileContext() is not None:
-            raise NotImplementedError(
-                f"Second-order gradients through a cond inside a while loop are not "
-                f"supported ('{op.name}' is in a cond in loop "
-                f"'{ctx.GetWhileContext().name}')")
+def _loops_around(loop, base_loop) -> list:
+    """The loops enclosing ``loop`` out to (not including) the loop ``gradients`` is
+    called in (``base_loop``; None: outside every loop). A value saved in ``loop`` is
+    differentiated by a gradient nest that differentiates all of them."""
+    loops = []
+    ctx = loop.outer_context
+    while ctx is not None:
+        outer = ctx.GetWhileContext()
+        if outer is None or _encloses(outer, base_loop):
+            break
+        loops.append(outer)
+        ctx = outer.outer_context
+    return loops
+
+
+def _encloses(loop, inner) -> bool:
+    """True if while loop ``loop`` is ``inner`` or contains it."""
+    while inner is not None:
+        if inner is loop:
+            return True
+        inner = inner.outer_context.GetWhileContext() if inner.outer_context else None
+    return False
 
 
 # -- the history edge: a stack's pushes feed its pops --------------------------------------

@@ -9,10 +9,13 @@ of each pop (made in ``GB``, in F-order) must reach its push (in ``GF``, in reve
 F-order): it goes through a new stack, pushed in ``GB`` and popped in ``GF`` once
 ``GB`` has finished. The gradient of a pop is that push; the gradient of a push is its
 value's pass-through gradient plus that pop (``gradients`` delivers it, because it
-treats a pop as reading the values pushed onto its stack).
+treats a pop as reading the values pushed onto its stack). In a nest of loops the stack
+lives outside the nest, as a forward loop's history does (``_outermost``); a pop inside
+a gradient cond has its gradient pushed only in the iterations its branch ran.
 """
 from __future__ import annotations
 
+from ..control_flow.context import CondContext
 from ..framework.graph import get_default_graph
 from ..ops import data_flow_ops
 from ..ops.array_ops import identity
@@ -47,7 +50,11 @@ def _route_to_push(grad, value, pop_state, push_state):
     """Push ``grad`` in the pop's gradient loop; pop it in the push's gradient loop."""
     g = get_default_graph()
     grad_ctx = pop_state.grad_context
-    outer = grad_ctx.outer_context
+    # The stack lives outside the outermost gradient loop around these pushes that does
+    # not also hold the pops: in a nest, one stack serves every run of the inner loop.
+    top = _outermost(pop_state, push_state)
+    outer = top.grad_context.outer_context
+    current = g._get_control_flow_context()
     with g.control_dependencies(None):
         handle = _in_exactly(outer, lambda: data_flow_ops.stack(grad.dtype, name="b_pop_grad"))
         grad_ctx.Enter()
@@ -56,18 +63,41 @@ def _route_to_push(grad, value, pop_state, push_state):
                                             swap_memory=grad_ctx.swap_memory)
         finally:
             grad_ctx.Exit()
+    if isinstance(current, CondContext):
+        # In a gradient cond (a pop of a value saved in a cond): pushed when it runs.
+        push.op._set_control_flow_context(current)
     # Pushes in iteration order: after this iteration's counter step, before the next's.
     push.op._add_control_input(pop_state.grad_index.op.inputs[0].op)
     pop_state.grad_sync._add_control_input(push.op)
-    # The push's gradient loop pops only once every push is done.
-    done = grad_ctx.loop_exits[0]
+    # The push's gradient loop pops only once every push is done: once the outermost
+    # gradient loop around the pushes has counted down (its counter Exit).
+    done = top.grad_context.loop_exits[0]
 
     def after_pushes():
         with g.control_dependencies([done.op]):
             return identity(handle, name="b_pop_grad_done")
     history = _in_exactly(outer, after_pushes)
-    # Entered into the push's gradient loop, guarded by the push's cond predicate if any.
+    # Entered into the push's gradient loop, guarded by the push's cond predicate if
+    # any: a push inside a cond was popped inside the gradient cond, so its gradient
+    # is pushed here only in the iterations that pushed.
     return push_state.add_backprop_accumulated_value(history, value)
+
+
+def _outermost(pop_state, push_state):
+    """The outermost gradient loop around the pushes (``pop_state``'s) that does not
+    also enclose the pops (``push_state``'s). The stack lives just outside it: a nest
+    pushes in every run of its inner loop onto one stack, as a forward loop's history
+    does, and a loop enclosing both ends (``gradients`` called in a loop's body, then
+    differentiated from outside) runs pushes and pops in one of its iterations."""
+    around_pops, state = set(), push_state
+    while state is not None:
+        around_pops.add(state.grad_context)
+        state = state.outer_grad_state
+    state = pop_state
+    while state.outer_grad_state is not None \
+            and state.outer_grad_state.grad_context not in around_pops:
+        state = state.outer_grad_state
+    return state
 
 
 def _in_exactly(ctx, fn):

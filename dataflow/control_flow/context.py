@@ -182,16 +182,30 @@ class CondContext(ControlFlowContext):
     def GetControlPivot(self):  # noqa: N802
         return self.pivot
 
+    def AddName(self, t: Tensor):  # noqa: N802
+        """``t`` (a loop result made in this branch) is known here and, as the outputs of
+        ops built here are, in the enclosing branches and loop (no capture there)."""
+        ctx = self
+        while ctx is not None:
+            ctx._values.add(t)
+            ctx = ctx.outer_context if ctx.IsCondContext() else None
+
     def AddValue(self, val: Tensor) -> Tensor:  # noqa: N802
         """``val`` as seen inside this branch (through a cached Switch if external)."""
         if val in self._values:
             return self._external_values.get(val, val)
         result = val
-        self._values.add(val)
         if self.outer_context is not None:
             result = self.outer_context.AddValue(val)
+            if result in self._values:
+                # The enclosing context's view of it is already a value of this branch
+                # (autodiff's history of a value saved inside this cond).
+                self._values.add(val)
+                self._external_values[val] = result
+                return result
             self._values.add(result)
             self._external_values[result] = result
+        self._values.add(val)
         result = self._switch(result)
         self._external_values[val] = result
         return result
