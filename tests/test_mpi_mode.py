@@ -114,6 +114,28 @@ def test_a_hung_or_killed_rank_fails_the_step_and_leaves_no_process(tmp_path):
     kind, cls, message, seconds = results["killed"]
     assert cls == "AbortedError" and "Task 1" in message and seconds < 5.0
     assert float(results["local"]) == 3.0
+    # MPI_Finalize's job-wide fence can wait for a dead rank forever (the hang this test
+    # once showed): after a death the ranks exit without it.
+    assert results["finalize_at_exit"] is False
+    for pid in results["pids"]:
+        assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
+
+
+def test_a_job_that_lost_no_rank_finalizes_mpi(scenario_results):
+    assert scenario_results["finalize_at_exit"] is True
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_a_fault_at_a_random_moment_of_traffic_never_hangs(tmp_path, run):
+    """A rank killed, stopped, or one stopped and the other killed, at a random moment of
+    a scalar or an array loop (tests/mpi/main.py random_faults; tests/mpi/stress.py runs
+    it hundreds of times): the step raises the right error in time, task 0 still runs,
+    the job ends and leaves no process."""
+    seed = int(os.environ.get("DATAFLOW_TEST_SEED", "0")) * 2 + run
+    start = time.monotonic()
+    results = launch(tmp_path, 3, "faults", seed)
+    assert time.monotonic() - start < 60
+    assert results["problems"] == [], (results["summary"], results["problems"])
     for pid in results["pids"]:
         assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
 

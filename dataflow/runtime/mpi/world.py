@@ -8,11 +8,22 @@ control messages (``control``) never match each other's probes.
 
 Run under ``mpiexec -n K`` (or ``dataflow mpirun -n K``) every process is one task;
 a plain ``python script.py`` is a world of one (task 0 only).
+
+Finalization is ours, not mpi4py's: ``MPI_Finalize`` is collective over the whole job
+(Open MPI 5 ends it with a PMIx fence over every process), and once a rank has died
+that fence may never complete: under PRRTE with ``--enable-recovery`` the survivors
+then wait in ``ompi_mpi_finalize`` forever and ``mpiexec`` never returns (5 hangs in
+20 runs of a 3-rank job whose rank 1 was killed before the others finalized). So
+every rank finalizes at exit only while the job is whole; once a rank is known dead
+or unresponsive (:meth:`World.forgo_finalize`), the survivors exit without it, which
+``mpiexec --enable-recovery`` accepts.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
+import sys
 
 from ... import errors
 
@@ -35,6 +46,12 @@ class World:
 
     def __init__(self):
         try:
+            import mpi4py
+            if "mpi4py.MPI" not in sys.modules:
+                mpi4py.rc.finalize = False     # _finalize_at_exit decides (module docstring)
+                self.owns_finalize = True
+            else:      # the script initialized MPI itself: mpi4py finalizes it
+                self.owns_finalize = False
             from mpi4py import MPI
         except ImportError as e:
             raise errors.UnimplementedError(
@@ -49,6 +66,12 @@ class World:
         # Every rank's host and pid: rank 0 watches the workers on its host for death
         # (Open MPI, run with --enable-recovery, lets the others live on).
         self.places = comm.allgather((os.uname().nodename, os.getpid()))
+        self.finalize_at_exit = True
+
+    def forgo_finalize(self):
+        """Exit without ``MPI_Finalize``: a rank of the job died or stopped answering,
+        and the job-wide fence that ends finalization would wait for it forever."""
+        self.finalize_at_exit = False
 
     def alive(self, rank: int) -> bool:
         """False when ``rank`` is known to be dead (it runs on this host and its pid is gone)."""
@@ -66,6 +89,27 @@ class World:
                 return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
         except OSError:
             return True
+
+
+@atexit.register
+def _finalize_at_exit():
+    """``MPI_Finalize`` at interpreter exit, unless the job lost a rank. Registered at
+    import, before ``mode`` registers its goodbye, so it runs after it (atexit is LIFO):
+    the serving ranks are told to exit first."""
+    if not _WORLD or not _WORLD[0].owns_finalize:
+        return
+    w = _WORLD[0]
+    MPI = w.MPI
+    if MPI.Is_finalized():
+        return
+    if w.finalize_at_exit:
+        MPI.Finalize()
+    else:
+        for stream in (sys.stdout, sys.stderr):   # what a finalize would have flushed
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
 
 
 def world() -> World:
