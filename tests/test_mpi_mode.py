@@ -185,3 +185,39 @@ def test_mpirun_wraps_mpiexec_for_one_host():
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
     assert env["OPENBLAS_NUM_THREADS"] == str(max(1, os.cpu_count() // 4))
     assert mpirun_env({"OMP_NUM_THREADS": "3"}, ranks=4)["OMP_NUM_THREADS"] == "3"
+
+
+class _FakeWorld:
+    """The parts of a World the Watchdog reads: rank, size, in_mpi, alive()."""
+
+    def __init__(self, dead=(), entered_s_ago=None):
+        self.rank, self.size = 0, 3
+        self.dead = set(dead)
+        self.in_mpi = {} if entered_s_ago is None else {1: time.monotonic() - entered_s_ago}
+
+    def alive(self, rank):
+        return rank not in self.dead
+
+
+def test_the_watchdog_gives_up_only_on_an_old_mpi_call_with_a_dead_peer():
+    """Open MPI's shared-memory queue, half-linked by a peer killed mid-send, makes the
+    receiver's MPI call spin forever: the watchdog sees an old call and a dead peer."""
+    from dataflow.runtime.mpi.world import WEDGED_AFTER_S, Watchdog
+    old = WEDGED_AFTER_S + 1.0
+    assert Watchdog(_FakeWorld(dead={1}, entered_s_ago=old)).wedged_by() == [1]
+    assert Watchdog(_FakeWorld(dead={2}, entered_s_ago=old)).wedged_by() == [2]
+    # every peer alive (a stopped one resumes), no call in MPI, or a recent call: wait
+    assert Watchdog(_FakeWorld(entered_s_ago=old)).wedged_by() == []
+    assert Watchdog(_FakeWorld(dead={1})).wedged_by() == []
+    assert Watchdog(_FakeWorld(dead={1}, entered_s_ago=0.1)).wedged_by() == []
+
+
+def test_a_wedged_rank_exits_naming_the_dead_task():
+    code = ("from dataflow.runtime.mpi.world import Watchdog; "
+            "from tests.test_mpi_mode import _FakeWorld; "
+            "Watchdog(_FakeWorld(dead={2}, entered_s_ago=10)).give_up([2])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    from dataflow.runtime.mpi.world import WEDGED_EXIT_CODE
+    assert proc.returncode == WEDGED_EXIT_CODE
+    assert "task(s) 2 died" in proc.stderr and "half-linked" in proc.stderr

@@ -104,30 +104,40 @@ class _Control:
         data, buffers = dumps(obj)
         head = pickle.dumps((data, [b.nbytes for b in buffers]), pickle.HIGHEST_PROTOCOL)
         byte = self.MPI.BYTE
+        in_mpi, me = self.w.in_mpi, threading.get_ident()
         with self._lock:
-            self._in_flight = [(r, b) for r, b in self._in_flight if not r.Test()]
-            for tag, buf in [(_CONTROL, head)] + [(_BUFFERS, b) for b in buffers]:
-                request = self.comm.Isend([buf, byte], rank, tag)
-                if not request.Test():
-                    self._in_flight.append((request, buf))
+            in_mpi[me] = time.monotonic()     # the world's Watchdog looks for stuck calls
+            try:
+                self._in_flight = [(r, b) for r, b in self._in_flight if not r.Test()]
+                for tag, buf in [(_CONTROL, head)] + [(_BUFFERS, b) for b in buffers]:
+                    request = self.comm.Isend([buf, byte], rank, tag)
+                    if not request.Test():
+                        self._in_flight.append((request, buf))
+            finally:
+                in_mpi.pop(me, None)
 
     def poll(self, source=None):
         """``(source, message)`` if one has arrived, else None."""
         MPI = self.MPI
         status = self._status
         src = MPI.ANY_SOURCE if source is None else source
+        in_mpi, me = self.w.in_mpi, threading.get_ident()
         with self._lock:
-            if not self.comm.Iprobe(src, _CONTROL, status):
-                return None
-            src = status.Get_source()
-            head = bytearray(status.Get_count())
-            self.comm.Recv([head, MPI.BYTE], src, _CONTROL)
-            data, sizes = pickle.loads(head)
-            buffers = []
-            for n in sizes:
-                b = bytearray(n)
-                self.comm.Recv([b, MPI.BYTE], src, _BUFFERS)
-                buffers.append(b)
+            in_mpi[me] = time.monotonic()     # the world's Watchdog looks for stuck calls
+            try:
+                if not self.comm.Iprobe(src, _CONTROL, status):
+                    return None
+                src = status.Get_source()
+                head = bytearray(status.Get_count())
+                self.comm.Recv([head, MPI.BYTE], src, _CONTROL)
+                data, sizes = pickle.loads(head)
+                buffers = []
+                for n in sizes:
+                    b = bytearray(n)
+                    self.comm.Recv([b, MPI.BYTE], src, _BUFFERS)
+                    buffers.append(b)
+            finally:
+                in_mpi.pop(me, None)
         return src, loads(data, buffers)
 
 

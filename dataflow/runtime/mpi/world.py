@@ -17,6 +17,14 @@ then wait in ``ompi_mpi_finalize`` forever and ``mpiexec`` never returns (5 hang
 every rank finalizes at exit only while the job is whole; once a rank is known dead
 or unresponsive (:meth:`World.forgo_finalize`), the survivors exit without it, which
 ``mpiexec --enable-recovery`` accepts.
+
+One failure stays out of this process's reach: Open MPI's shared-memory transport
+appends to a receiver's queue in two steps (swap the tail, then link the previous
+item), and a sender killed between them leaves the queue half-linked; the receiver's
+next MPI call then spins in ``opal_progress`` forever (shown with gdb holding rank 1
+at that instruction: rank 0 never returned from ``Iprobe``, its step deadline never
+fired). :class:`Watchdog` turns that endless spin into an exit with a message naming
+the dead task, so the job ends instead of hanging.
 """
 from __future__ import annotations
 
@@ -24,12 +32,16 @@ import atexit
 import os
 import pickle
 import sys
+import threading
+import time
 
 from ... import errors
 
-__all__ = ["World", "available", "world"]
+__all__ = ["World", "Watchdog", "available", "world"]
 
 _WORLD: list = []
+WEDGED_AFTER_S = 3.0     # an MPI call this old, with a peer dead, is the endless spin
+WEDGED_EXIT_CODE = 75
 
 
 def available() -> bool:
@@ -67,6 +79,10 @@ class World:
         # (Open MPI, run with --enable-recovery, lets the others live on).
         self.places = comm.allgather((os.uname().nodename, os.getpid()))
         self.finalize_at_exit = True
+        # thread id -> when it entered an MPI call (the transport marks its calls)
+        self.in_mpi: dict = {}
+        if self.size > 1:
+            Watchdog(self).start()
 
     def forgo_finalize(self):
         """Exit without ``MPI_Finalize``: a rank of the job died or stopped answering,
@@ -89,6 +105,44 @@ class World:
                 return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
         except OSError:
             return True
+
+
+class Watchdog(threading.Thread):
+    """Ends this process when one of its MPI calls has not returned for
+    :data:`WEDGED_AFTER_S` while a peer rank is dead: Open MPI's shared-memory queue was
+    left half-linked by that peer and the call spins forever (module docstring). A call
+    stuck while every peer lives (a stopped peer, say) is left alone: it resumes with
+    the peer."""
+
+    def __init__(self, w: World, period_s: float = 0.25):
+        super().__init__(name="dataflow-mpi-watchdog", daemon=True)
+        self.w = w
+        self.period_s = period_s
+
+    def run(self):
+        while True:
+            time.sleep(self.period_s)
+            dead = self.wedged_by()
+            if dead:
+                self.give_up(dead)
+
+    def wedged_by(self) -> list:
+        """The dead peers, if an MPI call of this process is older than WEDGED_AFTER_S."""
+        started = list(self.w.in_mpi.values())
+        if not started or time.monotonic() - min(started) < WEDGED_AFTER_S:
+            return []
+        return [r for r in range(self.w.size) if r != self.w.rank and not self.w.alive(r)]
+
+    def give_up(self, dead):
+        tasks = ", ".join(str(r) for r in dead)
+        sys.stderr.write(
+            f"dataflow: MPI rank {self.w.rank} is stuck inside Open MPI (a call has not "
+            f"returned for {WEDGED_AFTER_S:.0f} s) and task(s) {tasks} died: a rank killed "
+            "in the middle of a shared-memory send leaves its receiver's queue half-linked, "
+            "and Open MPI waits on it forever. Nothing in this process can recover; it "
+            f"exits (status {WEDGED_EXIT_CODE}) so that the job ends. Restart the job.\n")
+        sys.stderr.flush()
+        os._exit(WEDGED_EXIT_CODE)
 
 
 @atexit.register
