@@ -112,7 +112,10 @@ class Watchdog(threading.Thread):
     :data:`WEDGED_AFTER_S` while a peer rank is dead: Open MPI's shared-memory queue was
     left half-linked by that peer and the call spins forever (module docstring). A call
     stuck while every peer lives (a stopped peer, say) is left alone: it resumes with
-    the peer."""
+    the peer. :class:`World` starts one when the job has more than one rank::
+
+        Watchdog(world()).start()
+    """
 
     def __init__(self, w: World, period_s: float = 0.25):
         super().__init__(name="dataflow-mpi-watchdog", daemon=True)
