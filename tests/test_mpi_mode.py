@@ -114,6 +114,28 @@ def test_a_hung_or_killed_rank_fails_the_step_and_leaves_no_process(tmp_path):
     kind, cls, message, seconds = results["killed"]
     assert cls == "AbortedError" and "Task 1" in message and seconds < 5.0
     assert float(results["local"]) == 3.0
+    # MPI_Finalize's job-wide fence can wait for a dead rank forever (the hang this test
+    # once showed): after a death the ranks exit without it.
+    assert results["finalize_at_exit"] is False
+    for pid in results["pids"]:
+        assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
+
+
+def test_a_job_that_lost_no_rank_finalizes_mpi(scenario_results):
+    assert scenario_results["finalize_at_exit"] is True
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_a_fault_at_a_random_moment_of_traffic_never_hangs(tmp_path, run):
+    """A rank killed, stopped, or one stopped and the other killed, at a random moment of
+    a scalar or an array loop (tests/mpi/main.py random_faults; tests/mpi/stress.py runs
+    it hundreds of times): the step raises the right error in time, task 0 still runs,
+    the job ends and leaves no process."""
+    seed = int(os.environ.get("DATAFLOW_TEST_SEED", "0")) * 2 + run
+    start = time.monotonic()
+    results = launch(tmp_path, 3, "faults", seed)
+    assert time.monotonic() - start < 60
+    assert results["problems"] == [], (results["summary"], results["problems"])
     for pid in results["pids"]:
         assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
 
@@ -163,3 +185,39 @@ def test_mpirun_wraps_mpiexec_for_one_host():
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
     assert env["OPENBLAS_NUM_THREADS"] == str(max(1, os.cpu_count() // 4))
     assert mpirun_env({"OMP_NUM_THREADS": "3"}, ranks=4)["OMP_NUM_THREADS"] == "3"
+
+
+class _FakeWorld:
+    """The parts of a World the Watchdog reads: rank, size, in_mpi, alive()."""
+
+    def __init__(self, dead=(), entered_s_ago=None):
+        self.rank, self.size = 0, 3
+        self.dead = set(dead)
+        self.in_mpi = {} if entered_s_ago is None else {1: time.monotonic() - entered_s_ago}
+
+    def alive(self, rank):
+        return rank not in self.dead
+
+
+def test_the_watchdog_gives_up_only_on_an_old_mpi_call_with_a_dead_peer():
+    """Open MPI's shared-memory queue, half-linked by a peer killed mid-send, makes the
+    receiver's MPI call spin forever: the watchdog sees an old call and a dead peer."""
+    from dataflow.runtime.mpi.world import WEDGED_AFTER_S, Watchdog
+    old = WEDGED_AFTER_S + 1.0
+    assert Watchdog(_FakeWorld(dead={1}, entered_s_ago=old)).wedged_by() == [1]
+    assert Watchdog(_FakeWorld(dead={2}, entered_s_ago=old)).wedged_by() == [2]
+    # every peer alive (a stopped one resumes), no call in MPI, or a recent call: wait
+    assert Watchdog(_FakeWorld(entered_s_ago=old)).wedged_by() == []
+    assert Watchdog(_FakeWorld(dead={1})).wedged_by() == []
+    assert Watchdog(_FakeWorld(dead={1}, entered_s_ago=0.1)).wedged_by() == []
+
+
+def test_a_wedged_rank_exits_naming_the_dead_task():
+    code = ("from dataflow.runtime.mpi.world import Watchdog; "
+            "from tests.test_mpi_mode import _FakeWorld; "
+            "Watchdog(_FakeWorld(dead={2}, entered_s_ago=10)).give_up([2])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    from dataflow.runtime.mpi.world import WEDGED_EXIT_CODE
+    assert proc.returncode == WEDGED_EXIT_CODE
+    assert "task(s) 2 died" in proc.stderr and "half-linked" in proc.stderr

@@ -4,6 +4,7 @@ runs MODE's checks and pickles what it saw to OUT (errors as their type name, me
 and the seconds the failing run took)."""
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import random
@@ -15,10 +16,20 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+import numpy as np  # noqa: E402
+
 import dataflow as df  # noqa: E402
 from tests.mpi.scenarios import SCENARIOS, task  # noqa: E402
 
 CONFIG = df.ConfigProto(partition_mode="mpi")
+_START = time.monotonic()
+
+
+def phase(name):
+    """With DATAFLOW_MPI_PHASES=1 (tests/mpi/stress.py), say on stderr when rank 0 reaches
+    ``name``: a hung job's output then shows the last phase it reached."""
+    if os.environ.get("DATAFLOW_MPI_PHASES"):
+        print(f"[rank 0 +{time.monotonic() - _START:.2f} s] {name}", file=sys.stderr, flush=True)
 
 
 def mpi_session():
@@ -121,15 +132,93 @@ def kill():
             on2_quick = df.constant(5.0) * 2.0
         with mpi_session() as sess:
             os.kill(pids[2], signal.SIGSTOP)
+            phase("rank 2 stopped")
             out["hang"] = attempt(lambda: sess.run(on2, options=df.RunOptions(
                 timeout_in_ms=800)))
             os.kill(pids[2], signal.SIGCONT)
+            phase(f"hang step: {out['hang'][:2]}; rank 2 continued")
             out["after_hang"] = attempt(lambda: sess.run(on2_quick))   # it recovered
+            phase(f"after_hang: {out['after_hang']}")
             timer = threading.Timer(0.5, os.kill, (pids[1], signal.SIGKILL))
             timer.start()
             out["killed"] = attempt(lambda: sess.run(on1))
             timer.join()
+            phase(f"killed step: {out['killed'][:2]}")
             out["local"] = sess.run(local)
+    # A rank died: no rank may finalize MPI at exit (its fence would wait for rank 1).
+    out["finalize_at_exit"] = world().finalize_at_exit
+    return out
+
+
+def array_loop(on_task, width=512):
+    """A loop carrying a float32[width] array (2 KB: past Open MPI's inline size, so each
+    crossing is a fragment the receiver hands back) between task 0 and ``on_task``; the
+    predicate reads the array, so every iteration waits for ``on_task``."""
+    with task(0):
+        def body(i, a):
+            with task(on_task):
+                b = a + 1.0
+            return i + 1, b
+        return df.while_loop(lambda i, a: a[0] >= 0.0, body, (0, df.zeros([width])))[0]
+
+
+def random_faults(seed):
+    """One fault at a random moment of a step's traffic, chosen by ``seed``
+    (tests/mpi/stress.py runs it again and again): a rank killed, stopped, or one
+    stopped and the other killed, during a scalar or an array loop. The step must raise
+    the right error in time, a step on task 0 must still run, and the job must end.
+    Anything else is listed in ``problems``."""
+    from dataflow.runtime.mpi.world import world
+    rng = random.Random(seed)
+    pids = [pid for _, pid in world().places]
+    fault = rng.choice(["kill", "stop", "stop_and_kill"])
+    victim = rng.choice([1, 2])
+    other = 3 - victim
+    traffic = rng.choice(["scalar", "array"])
+    at = rng.uniform(0.0, 0.6)
+    out = {"pids": pids, "problems": [],
+           "summary": f"{fault} task {victim} at {at:.2f} s of a {traffic} loop"}
+    problems = out["problems"]
+    with df.Graph().as_default():
+        make = endless_loop if traffic == "scalar" else array_loop
+        step = make(victim)
+        both = [step, make(other)]
+        with task(0):
+            local = df.constant(2.0) + 1.0
+        with mpi_session() as sess:
+            sess.run(local)
+            if fault == "kill":
+                timer = threading.Timer(at, os.kill, (pids[victim], signal.SIGKILL))
+                timer.start()
+                kind, cls, message, seconds = attempt(lambda: sess.run(step))
+                timer.join()
+                if cls != "AbortedError" or f"Task {victim}" not in message or seconds > 5 + at:
+                    problems.append(("killed", cls, message, seconds))
+            elif fault == "stop":
+                timer = threading.Timer(at, os.kill, (pids[victim], signal.SIGSTOP))
+                timer.start()
+                kind, cls, message, seconds = attempt(lambda: sess.run(
+                    step, options=df.RunOptions(timeout_in_ms=1000)))
+                timer.join()
+                os.kill(pids[victim], signal.SIGCONT)
+                if cls != "DeadlineExceededError" or not 1.0 <= seconds < 6.0:
+                    problems.append(("stopped", cls, message, seconds))
+            else:   # the victim stopped, then the other killed, while both loops run
+                def stop_then_kill():
+                    os.kill(pids[victim], signal.SIGSTOP)
+                    time.sleep(0.05)
+                    os.kill(pids[other], signal.SIGKILL)
+                timer = threading.Timer(at, stop_then_kill)
+                timer.start()
+                kind, cls, message, seconds = attempt(lambda: sess.run(
+                    both, options=df.RunOptions(timeout_in_ms=3000)))
+                timer.join()
+                os.kill(pids[victim], signal.SIGCONT)
+                if cls not in ("AbortedError", "DeadlineExceededError") or seconds > 8.0:
+                    problems.append(("stopped and killed", cls, message, seconds))
+            value = attempt(lambda: sess.run(local))
+            if not isinstance(value, (float, np.floating)) or float(value) != 3.0:
+                problems.append(("task 0 afterwards", value))
     return out
 
 
@@ -167,6 +256,8 @@ def random_programs(count, seed):
 
 
 def main():
+    # tests/mpi/stress.py asks a hung job's ranks for their Python stacks this way.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if not df.distributed.is_chief():
         mpi_session()          # serves rank 0's sessions, then ends this process
         raise AssertionError("a serving rank returned from Session()")
@@ -177,6 +268,8 @@ def main():
         results = {name: fn(mpi_session) for name, fn in SCENARIOS.items()}
         results.update(faults())
         results["traced"] = traced()
+        from dataflow.runtime.mpi.world import world
+        results["finalize_at_exit"] = world().finalize_at_exit   # no rank lost: True
     elif mode == "kill":
         results = kill()
     elif mode == "single":
@@ -189,11 +282,14 @@ def main():
                 results = {"task0": sess.run(a), "task1": attempt(lambda: sess.run(b))}
     elif mode == "random":
         results = random_programs(int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "faults":
+        results = random_faults(int(sys.argv[3]))
     else:
         raise SystemExit(f"unknown mode {mode}")
     results["size"] = df.distributed.size()
     with open(path, "wb") as f:
         pickle.dump(results, f)
+    phase("results written; exiting")
 
 
 if __name__ == "__main__":

@@ -104,30 +104,40 @@ class _Control:
         data, buffers = dumps(obj)
         head = pickle.dumps((data, [b.nbytes for b in buffers]), pickle.HIGHEST_PROTOCOL)
         byte = self.MPI.BYTE
+        in_mpi, me = self.w.in_mpi, threading.get_ident()
         with self._lock:
-            self._in_flight = [(r, b) for r, b in self._in_flight if not r.Test()]
-            for tag, buf in [(_CONTROL, head)] + [(_BUFFERS, b) for b in buffers]:
-                request = self.comm.Isend([buf, byte], rank, tag)
-                if not request.Test():
-                    self._in_flight.append((request, buf))
+            in_mpi[me] = time.monotonic()     # the world's Watchdog looks for stuck calls
+            try:
+                self._in_flight = [(r, b) for r, b in self._in_flight if not r.Test()]
+                for tag, buf in [(_CONTROL, head)] + [(_BUFFERS, b) for b in buffers]:
+                    request = self.comm.Isend([buf, byte], rank, tag)
+                    if not request.Test():
+                        self._in_flight.append((request, buf))
+            finally:
+                in_mpi.pop(me, None)
 
     def poll(self, source=None):
         """``(source, message)`` if one has arrived, else None."""
         MPI = self.MPI
         status = self._status
         src = MPI.ANY_SOURCE if source is None else source
+        in_mpi, me = self.w.in_mpi, threading.get_ident()
         with self._lock:
-            if not self.comm.Iprobe(src, _CONTROL, status):
-                return None
-            src = status.Get_source()
-            head = bytearray(status.Get_count())
-            self.comm.Recv([head, MPI.BYTE], src, _CONTROL)
-            data, sizes = pickle.loads(head)
-            buffers = []
-            for n in sizes:
-                b = bytearray(n)
-                self.comm.Recv([b, MPI.BYTE], src, _BUFFERS)
-                buffers.append(b)
+            in_mpi[me] = time.monotonic()     # the world's Watchdog looks for stuck calls
+            try:
+                if not self.comm.Iprobe(src, _CONTROL, status):
+                    return None
+                src = status.Get_source()
+                head = bytearray(status.Get_count())
+                self.comm.Recv([head, MPI.BYTE], src, _CONTROL)
+                data, sizes = pickle.loads(head)
+                buffers = []
+                for n in sizes:
+                    b = bytearray(n)
+                    self.comm.Recv([b, MPI.BYTE], src, _BUFFERS)
+                    buffers.append(b)
+            finally:
+                in_mpi.pop(me, None)
         return src, loads(data, buffers)
 
 
@@ -169,13 +179,16 @@ class _Client:
         return cls._instance
 
     def shutdown(self):
-        """Tell every other rank that lives to exit (at interpreter exit)."""
-        for r in range(1, self.w.size):
-            if self.w.alive(r):
-                try:
-                    self.control.send(r, ("exit",))
-                except Exception:  # noqa: BLE001 - a dead peer: nothing to tell
-                    pass
+        """Tell every other rank that lives to exit (at interpreter exit), and whether
+        to finalize MPI: not once a rank is lost (see :mod:`.world`)."""
+        living = [r for r in range(1, self.w.size) if self.w.alive(r)]
+        if _LOST or len(living) < self.w.size - 1:
+            self.w.forgo_finalize()
+        for r in living:
+            try:
+                self.control.send(r, ("exit", self.w.finalize_at_exit))
+            except Exception:  # noqa: BLE001 - a dead peer: nothing to tell
+                pass
 
 
 class MpiMode:
@@ -283,7 +296,14 @@ def _settle_owing(client, remote):
             if since is not None and (now - since > CANCEL_GRACE_S
                                       or not client.w.alive(r)):
                 _OWING.pop(r)
-                _LOST.add(r)
+                _lose(client, r)
+
+
+def _lose(client, rank):
+    """``rank`` died or stopped answering: later steps that need it fail, and no rank
+    finalizes MPI at exit (its fence would wait for ``rank``)."""
+    _LOST.add(rank)
+    client.w.forgo_finalize()
 
 
 def _close_remote(client, sid):
@@ -335,7 +355,7 @@ class _StepRun:
             self._next_check = now + _LIVENESS_S
             for r in list(self.pending):
                 if not self.client.w.alive(r):
-                    _LOST.add(r)
+                    _lose(self.client, r)
                     self.pending.discard(r)
                     self._fail(errors.AbortedError(
                         None, None, f"Task {r} (MPI rank {r}) died during the step; its "
@@ -455,12 +475,15 @@ def serve(config) -> None:
             idle = 0 if endpoint.pump() else idle + 1    # drop values of steps that are over
             time.sleep(0 if idle < 200 else 0.001)
             if idle % 500 == 499 and not w.alive(0):
+                w.forgo_finalize()
                 break     # rank 0 is gone without saying goodbye (same host: its pid)
             continue
         idle = 0
         body = msg[1]
         kind = body[0]
         if kind == "exit":
+            if len(body) > 1 and not body[1]:
+                w.forgo_finalize()        # rank 0 lost a rank: see .world
             break
         if kind == "open":
             sessions[body[1]] = _Served(config)

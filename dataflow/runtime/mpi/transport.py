@@ -164,6 +164,7 @@ class Endpoint:
         self._in_flight: list = []       # (request, buffer) of sends not yet complete
         self.on_idle = None
         self.spin_s = spin_seconds(world)
+        self._in_mpi = world.in_mpi
 
     # -- steps ---------------------------------------------------------------------------------
     def rendezvous(self, step: int) -> MpiRendezvous:
@@ -205,11 +206,16 @@ class Endpoint:
             header = (step, key, _OBJECT, None, None, value)
         data = pickle.dumps(header, pickle.HIGHEST_PROTOCOL)
         MPI = self.MPI
+        in_mpi, me = self._in_mpi, threading.get_ident()
         with self._send_lock:
-            self._post(self.comm.Isend([data, MPI.BYTE], rank, tag), data)
-            if buffer is not None:
-                raw = buffer.reshape(-1).view(np.uint8)
-                self._post(self.comm.Isend([raw, MPI.BYTE], rank, tag + 1), buffer)
+            in_mpi[me] = time.monotonic()      # the world's Watchdog looks for stuck calls
+            try:
+                self._post(self.comm.Isend([data, MPI.BYTE], rank, tag), data)
+                if buffer is not None:
+                    raw = buffer.reshape(-1).view(np.uint8)
+                    self._post(self.comm.Isend([raw, MPI.BYTE], rank, tag + 1), buffer)
+            finally:
+                in_mpi.pop(me, None)
 
     def _post(self, request, keep):
         if not request.Test():
@@ -226,6 +232,8 @@ class Endpoint:
         if not self._pump_lock.acquire(blocking=False):
             time.sleep(0)
             return False
+        in_mpi, me = self._in_mpi, threading.get_ident()
+        in_mpi[me] = time.monotonic()          # the world's Watchdog looks for stuck calls
         try:
             if self._in_flight:
                 self._reap_sends()
@@ -235,6 +243,7 @@ class Endpoint:
                 self._receive(status.Get_source(), status.Get_tag(), status.Get_count())
                 got = True
         finally:
+            in_mpi.pop(me, None)
             self._pump_lock.release()
         if self.on_idle is not None:
             got = self.on_idle() or got
