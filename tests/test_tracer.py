@@ -510,3 +510,46 @@ def test_early_returns_and_prints(capsys):
                                                                 6.0, None]
     assert capsys.readouterr().out.count("stop at 5.0") == 3
     assert f.stats["fallbacks"] == 1 and f.stats["graph_steps"] == 4
+
+
+# -- 6. every op: the graph step against the Session ------------------------------------------
+
+from tests.test_eager_ops import ALL_PROGRAMS, CASES, FED, _build, _replay  # noqa: E402
+
+from .op_harness import tolerance  # noqa: E402
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_op_runs_under_df_function_as_in_the_graph(name):
+    """The op harness's reference programs, replayed op by op inside a df.function: the
+    third call runs on the generated graph (every output materialised) and must give the
+    Session's values."""
+    graph, feed = _build(ALL_PROGRAMS[name])
+    tensors = [t for op in graph.get_operations() for t in op.outputs
+               if not (op.type in FED and t in feed)]
+    with df.Session(graph=graph) as sess:
+        try:
+            expected = sess.run(tensors, feed)
+        except df.errors.OpError as e:
+            step = df.function(lambda: _replay(graph, feed))
+            for _ in range(3):
+                with pytest.raises(type(e)):
+                    step()
+            return
+
+    @df.function
+    def step():
+        values = _replay(graph, feed)
+        return [values[t] for t in tensors]
+
+    for _ in range(3):
+        got = step()
+    assert step.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 1, "eager_steps": 2}
+    for t, g, want in zip(tensors, got, expected):
+        g = g.numpy()
+        assert np.asarray(g).dtype == np.asarray(want).dtype, t
+        if np.asarray(want).dtype.kind == "f":
+            np.testing.assert_allclose(g, want, err_msg=t.name,
+                                       **tolerance(np.asarray(want).dtype))
+        else:
+            np.testing.assert_array_equal(g, want, err_msg=t.name)

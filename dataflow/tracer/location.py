@@ -59,9 +59,13 @@ class Locator:
         boundary = self.boundary
         f = sys._getframe(1)
         sites = []
+        known = _IN_LIBRARY
         while f is not None and f is not boundary:
             code = f.f_code
-            if not _in_library(code):
+            lib = known.get(id(code))       # _in_library, inlined: once per frame per op
+            if lib is None:
+                lib = _in_library(code)
+            if not lib:
                 sites.append((id(code), f.f_lasti))
             f = f.f_back
         return tuple(sites)

@@ -12,7 +12,7 @@ import random
 import sys
 
 from ..framework import eager as _eager
-from .coexec import CoRun
+from .coexec import CoRun, GraphWorker
 from .generate import generate
 from .location import Locator
 from .trace import TraceRecorder, detach
@@ -41,6 +41,7 @@ class Function:
         self._unrepeatable = 0         # traces kept out of the graph (see _merge)
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
+        self._worker = None            # the graph side's thread, made at the first graph step
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         functools.update_wrapper(self, fn)
 
@@ -100,7 +101,10 @@ class Function:
         return result
 
     def _coexecute(self, args, kwargs):
-        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._ready_rng)
+        if self._worker is None:
+            self._worker = GraphWorker()
+        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
+                    self._ready_rng)
         previous = _eager.set_dispatcher(run.dispatch)
         try:
             try:

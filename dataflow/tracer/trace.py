@@ -101,9 +101,16 @@ def freeze(value):
 
 
 def freeze_attrs(attrs) -> tuple:
+    """The attributes as a hashable key: the items themselves when they hash (the common
+    case, one cheap check per op), else with each value frozen."""
     if not attrs:
         return ()
-    return tuple((k, freeze(v)) for k, v in attrs.items())
+    items = tuple(attrs.items())
+    try:
+        hash(items)
+        return items
+    except TypeError:
+        return tuple((k, freeze(v)) for k, v in attrs.items())
 
 
 class TraceOp(NamedTuple):
