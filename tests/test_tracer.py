@@ -553,3 +553,46 @@ def test_every_op_runs_under_df_function_as_in_the_graph(name):
                                        **tolerance(np.asarray(want).dtype))
         else:
             np.testing.assert_array_equal(g, want, err_msg=t.name)
+
+
+def test_a_df_function_called_inside_another_is_part_of_its_step():
+    with df.eager_mode():
+        v = df.Variable(1.0)
+        inner = df.function(lambda x: x * v)
+
+        @df.function
+        def outer(x):
+            return inner(x) + 1.0
+
+        got = [float(outer(df.constant(float(i)))) for i in range(4)]
+    assert got == [1.0, 2.0, 3.0, 4.0]
+    assert outer.stats["graph_steps"] == 2 and inner.stats["eager_steps"] == 4
+    assert "Mul" in {op.type for op in outer.graph.get_operations()}
+
+
+def test_mode_eager_counts_every_call_and_keeps_no_graph():
+    with df.eager_mode():
+        f = df.function(lambda x: x + 1.0, mode="eager")
+        assert [float(f(df.constant(1.0))) for _ in range(3)] == [2.0, 2.0, 2.0]
+    assert f.stats == {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 3}
+    assert f.graph is None
+    with pytest.raises(ValueError, match="mode"):
+        df.function(lambda: None, mode="fast")
+
+
+def test_readme_df_function_example_prints_what_it_says():
+    import contextlib
+    import io
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S)
+                 if "@tf.function" in b)
+    out = io.StringIO()
+    namespace = {"tf": df}
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README-df.function", "exec"), namespace)
+    assert out.getvalue().strip() == ("{'traces': 2, 'fallbacks': 0, 'graph_steps': 3, "
+                                      "'eager_steps': 2}")
+    losses = namespace["losses"]
+    assert losses[-1] < losses[0]

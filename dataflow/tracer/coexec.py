@@ -40,10 +40,12 @@ _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
 _FED = ("f",)
 _RESOURCE = _dtypes.resource
-# Start the graph side at the Python side's first Output Fetching (or the step's end)
-# instead of at the step's start: see CoRun.
-LAZY_START = bool(int(__import__("os").environ.get("DATAFLOW_TRACER_LAZY", "1")))
-_DEBUG = bool(__import__("os").environ.get("DATAFLOW_TRACER_DEBUG"))
+# The graph side starts at the Python side's first Output Fetching, on a thread of its
+# own, and runs concurrently with the rest of the Python side from then on; a step with
+# no Output Fetching before its end runs its graph when the Python side has sent all
+# its feeds, on the Python side's thread (it would only wait otherwise). Under the
+# interpreter lock the two sides never run Python code at once, so starting earlier
+# only adds lock hand-overs (MLP step: 0.93 ms started at the step's start).
 
 
 class Handle(TracedTensor):
@@ -162,14 +164,17 @@ class CoRun:
         self._graph_done = threading.Event()
         self._worker = worker
         self._started = False
-        if not LAZY_START:
-            self._start()
 
-    def _start(self):
-        """Start the graph side (once)."""
+    def _start(self, inline=False):
+        """Start the graph side (once). ``inline``: the Python side has sent everything
+        and only waits for the graph, so the graph runs on this thread (no thread to
+        start and no lock to hand over)."""
         if not self._started:
             self._started = True
-            self._worker.submit(self._run_graph)
+            if inline:
+                self._run_graph()
+            else:
+                self._worker.submit(self._run_graph)
 
     # -- the graph side ---------------------------------------------------------------------
     def _run_graph(self):
@@ -290,7 +295,7 @@ class CoRun:
             self._fallback()
             return
         self._take_edge(self.cur, END)
-        self._start()
+        self._start(inline=True)
         for k, ref in list(self.handles.items()):
             h = ref()
             if h is not None and not h.has_value():
@@ -309,9 +314,6 @@ class CoRun:
 
     # -- fallback ---------------------------------------------------------------------------
     def _fallback(self):
-        if _DEBUG:
-            import traceback
-            traceback.print_stack(limit=6)
         self.rv.cancel(errors.CancelledError(None, None, "df.function: the step left the "
                                              "graph (fallback)"))
         self._executor.deadline = 0.0

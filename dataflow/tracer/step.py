@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import random
 import sys
+import threading
 
 from ..framework import eager as _eager
 from .coexec import CoRun, GraphWorker
@@ -23,6 +24,13 @@ __all__ = ["function", "Function"]
 # Tracing calls before the first graph is generated: the first step usually creates
 # variables (optimizer slots), the second shows the steady path (the seed's 2 traces).
 TRACING_CALLS = 2
+
+
+class _InStep(threading.local):
+    active = False
+
+
+_IN_STEP = _InStep()
 
 
 class Function:
@@ -73,13 +81,18 @@ class Function:
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         with _eager.eager_mode():
-            if self._mode == "eager" or self._eager_only is not None:
+            if self._mode == "eager" or self._eager_only is not None or _IN_STEP.active:
+                # A df.function called inside another one's step is part of that step.
                 result = self._fn(*args, **kwargs)
                 self.stats["eager_steps"] += 1
                 return result
-            if self._step is None:
-                return self._trace(args, kwargs)
-            return self._coexecute(args, kwargs)
+            _IN_STEP.active = True
+            try:
+                if self._step is None:
+                    return self._trace(args, kwargs)
+                return self._coexecute(args, kwargs)
+            finally:
+                _IN_STEP.active = False
 
     def _call(self, locator, args, kwargs):
         locator.boundary = sys._getframe()
