@@ -105,6 +105,8 @@ class Handle(TracedTensor):
             return False
 
     def __len__(self):
+        if self._shape is None:        # a shape that depends on values: fetch
+            return super().__len__()
         if self._shape.ndims == 0:
             raise TypeError("len() of a 0-d tensor (a scalar) is not defined")
         return self._shape.as_list()[0]
@@ -244,8 +246,9 @@ class CoRun:
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
         outs = []
+        dynamic = self.step.dynamic
         for k, (dt, shape) in enumerate(node.out_specs):
-            h = Handle(self, nid, k, dt, shape, op)
+            h = Handle(self, nid, k, dt, None if (nid, k) in dynamic else shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs

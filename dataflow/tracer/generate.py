@@ -72,7 +72,8 @@ class StepGraph:
     ``edge_selects[(u, v)]``: the ``(select key, case index)`` pairs to send when the
     Python side takes edge ``u -> v``; ``feed_keys[(node, input)]`` and
     ``fetch_keys[(node, output)]``: rendezvous keys; ``written``: names of the variables
-    the graph may write (checkpointed at the start of each step).
+    the graph may write (checkpointed at the start of each step); ``dynamic``: outputs
+    whose shape depends on values (their traced shape is not trusted).
     """
 
     def __init__(self, graph, switch_cases):
@@ -83,6 +84,7 @@ class StepGraph:
         self.feed_keys: dict = {}
         self.fetch_keys: dict = {}
         self.written: set = set()
+        self.dynamic: set = set()    # (node, output) whose shape depends on values
 
 
 def _key(src, dst, name):
@@ -185,6 +187,7 @@ def _build_nodes(g, step, tg, order, pivots):
         op = g.create_op(node.op_type, inputs, dict(node.attrs),
                          name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
         built[v] = op
+        _note_dynamic_shapes(step, v, op)
         pivot = pivots.get(v)
         if pivot is not None:
             op._add_control_input(pivot)
@@ -211,6 +214,20 @@ def _build_nodes(g, step, tg, order, pivots):
                 "tensor_name": name}, name=name)
             step.fetch_keys[(v, k)] = _key(GRAPH_DEVICE, PYTHON_DEVICE, name)
             sends[(v, k)] = send
+
+
+def _note_dynamic_shapes(step, v, op):
+    """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
+    a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
+    must not take their traced shape for granted, so their handles fetch the value when
+    the shape is asked for."""
+    try:
+        specs = op._op_def.infer(op)
+    except Exception:  # noqa: BLE001 - inference may need values only a run has
+        specs = None
+    for k in range(len(op.outputs)):
+        if specs is None or not specs[k][1].is_fully_defined():
+            step.dynamic.add((v, k))
 
 
 def _fetch_done(g, sends, u, k):
