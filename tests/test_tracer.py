@@ -668,3 +668,26 @@ def test_values_and_tapes_kept_on_self_are_materialised():
             np.testing.assert_allclose(g.numpy(), [1.0, float(i)])
     assert seen == [1.0, 2.5, 3.0, 1.0, -5.0]       # w -= x / 2 after each step
     assert t.step.stats["graph_steps"] == 3
+
+
+def test_a_kernel_error_in_the_graph_step_is_raised_as_eager_raises_it():
+    """The graph step fails (a bad index fed this time): the step falls back, the eager
+    re-run raises the same error class at the op, and the variable holds what eager
+    execution leaves (the assign before the failing op happened once)."""
+    with df.eager_mode():
+        params = df.constant([1.0, 2.0, 3.0])
+        v = df.Variable(0.0)
+
+        def step(i):
+            v.assign_add(1.0)
+            return df.reduce_sum(df.gather(params, df.constant([i])))
+
+        f = df.function(step)
+        assert [float(f(i)) for i in (0, 1, 2)] == [1.0, 2.0, 3.0]
+        with pytest.raises(df.errors.InvalidArgumentError):
+            step(7)                                      # eager: the error class
+        with pytest.raises(df.errors.InvalidArgumentError):
+            f(7)
+        assert float(v.numpy()) == 5.0
+        assert float(f(1)) == 2.0 and float(v.numpy()) == 6.0
+    assert f.stats["fallbacks"] == 1 and f.stats["graph_steps"] == 2

@@ -20,6 +20,7 @@ records the rest of its trace.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = ["CoRun", "Handle", "GraphWorker"]
 _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
 _FED = ("f",)
+INLINE_DEADLINE_S = 120.0
 _RESOURCE = _dtypes.resource
 # The graph side starts at the Python side's first Output Fetching, on a thread of its
 # own, and runs concurrently with the rest of the Python side from then on; a step with
@@ -174,14 +176,16 @@ class CoRun:
         if not self._started:
             self._started = True
             if inline:
-                self._run_graph()
+                # Everything is sent: the graph never waits for the Python side now. A
+                # wait would be a bug; the deadline turns it into a fallback, not a hang.
+                self._run_graph(deadline=time.monotonic() + INLINE_DEADLINE_S)
             else:
                 self._worker.submit(self._run_graph)
 
     # -- the graph side ---------------------------------------------------------------------
-    def _run_graph(self):
+    def _run_graph(self, deadline=None):
         try:
-            self._executor.run()
+            self._executor.run(deadline)
         except BaseException as exc:  # noqa: BLE001 - handed to the Python side
             self.graph_error = exc
             self.rv.cancel(exc)
@@ -275,8 +279,8 @@ class CoRun:
                 self._start()
                 try:
                     value, dead = self.rv.recv(key)
-                except errors.OpError:
-                    value, dead = None, True
+                except Exception:  # noqa: BLE001 - the graph step failed: fall back,
+                    value, dead = None, True   # the eager re-run raises a real error
                 if not dead:
                     self.read.setdefault(k, len(self.matched))
                     return value

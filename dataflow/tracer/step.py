@@ -190,9 +190,15 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     finished imperatively) or ``eager_steps`` (traced or ``mode="eager"`` calls);
     ``f.graph`` is the generated ``df.Graph``.
 
-    Python loops are unrolled (a new trip count is a new path); a tensor whose value
-    Python reads is fetched from the graph; every tensor still referenced when the step
-    returns is materialised.
+    Which loops qualify for a ``while_loop``: none. Every Python loop (``for``/``while``
+    in the step, ``df.while_loop`` run eagerly) is unrolled: each iteration's ops are
+    nodes of their own, so a step with a trip count already seen runs on the graph and a
+    new trip count is a new path (one fallback, then it is in the graph too). Folding
+    loops whose iterations trace alike into one ``while_loop`` with a fed trip count is
+    not implemented. A tensor whose value Python reads is fetched from the graph; every
+    tensor still referenced when the step returns is materialised. Variables must be
+    created once (a step that makes a new variable every call never reaches the graph);
+    an output whose shape the graph cannot infer is fetched when Python asks for it.
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])
