@@ -95,6 +95,7 @@ register_budget_check(memory.budget_error)
 del register_budget_check
 from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
+from .tracer import function  # noqa: F401,E402  (df.function: Terra's co-execution)
 
 mod = floormod
 newaxis = None

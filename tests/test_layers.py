@@ -46,6 +46,7 @@ LAYER_OF = {
     "dataflow.spec": "spec",
     "dataflow.viz": "viz",
     "dataflow.partition": "partition",
+    "dataflow.tracer": "partition",      # df.function: stands on runtime, autodiff, train
     "dataflow.memory": "memory",
     "dataflow": "api",                   # the root package re-exports everything
     "dataflow.cli": "cli",

@@ -32,6 +32,7 @@ a kernel for an op (:func:`set_kernel_builder`).
 from __future__ import annotations
 
 import contextlib
+import types
 
 import numpy as np
 
@@ -44,8 +45,7 @@ from .tensor_shape import TensorShape, as_shape
 
 __all__ = ["EagerTensor", "EagerOp", "EagerGraph", "enable_eager_execution", "eager_mode",
            "executing_eagerly", "execute", "set_kernel_builder", "register_fast_operator",
-           "RECORDERS",
-           "VARIABLE_WATCHERS"]
+           "RECORDERS", "VARIABLE_WATCHERS", "set_dispatcher", "execute_now"]
 
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -368,6 +368,46 @@ def register_fast_operator(method, op_type, node_name, dtypes, swap=False) -> No
 
 
 EagerGraph.create_op = execute
+# The dispatch that runs ops (``execute`` itself), whatever set_dispatcher installed.
+execute_now = execute
+
+
+def set_dispatcher(fn=None):
+    """Make ``fn`` (``execute``'s signature) the eager dispatch point, or restore
+    ``execute`` with None; returns the dispatcher it replaces. The ``df.function`` tracer
+    installs one while the Python side of a step runs against a graph: ops are then
+    matched, not run. :func:`execute_now` always runs the op.
+
+    >>> seen = []
+    >>> def logging_dispatch(graph, op_type, inputs, attrs=None, name=None,
+    ...                      output_specs=None):
+    ...     seen.append(op_type)
+    ...     return execute_now(graph, op_type, inputs, attrs, name, output_specs)
+    >>> with eager_mode():
+    ...     previous = set_dispatcher(logging_dispatch)
+    ...     try:
+    ...         y = df.negative(df.constant([1.0]))
+    ...     finally:
+    ...         _ = set_dispatcher(previous)
+    >>> seen, y.numpy().tolist()
+    (['Neg'], [-1.0])
+    """
+    global execute
+    previous = execute
+    # The fast operators look ``execute`` up at call time; op wrappers reach it as
+    # EagerGraph.create_op: both are switched.
+    execute = fn if fn is not None else execute_now
+    EagerGraph.create_op = execute if isinstance(execute, types.FunctionType) \
+        else _as_method(execute)
+    return previous
+
+
+def _as_method(fn):
+    """``fn`` (a bound method, say) as a function that EagerGraph.create_op can be: the
+    graph comes in as ``self``."""
+    def create_op(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    return create_op
 
 
 def _check_inputs(op_type, inputs):

@@ -234,10 +234,33 @@ class IterationState:
         self.children = None              # frame name -> FrameState, made on first Enter
 
 
-class Executor:
-    """Runs one plan once. Create a new Executor per step (it is cheap)."""
+class ShuffledReady(list):
+    """A ready list whose ``pop`` takes a random ready node (test-only): tests run a
+    graph many times in many orders to show that a result, or the absence of a hang,
+    does not depend on the order the scheduler happens to pick. Only
+    ``Executor(ready_order=rng)`` uses it; the scheduler loop is the same."""
 
-    def __init__(self, plan: Plan, pool=None, templates=None, rendezvous=None):
+    __slots__ = ("rng",)
+
+    def __init__(self, rng):
+        super().__init__()
+        self.rng = rng
+
+    def pop(self, index=-1):
+        i = self.rng.randrange(len(self))
+        self[i], self[-1] = self[-1], self[i]
+        return list.pop(self)
+
+
+class Executor:
+    """Runs one plan once. Create a new Executor per step (it is cheap).
+
+    ``ready_order`` (test-only): a ``random.Random`` that picks each next ready node at
+    random (:class:`ShuffledReady`) instead of the scheduler's own order.
+    """
+
+    def __init__(self, plan: Plan, pool=None, templates=None, rendezvous=None,
+                 ready_order=None):
         self.plan = plan
         self.rendezvous = rendezvous  # for Send/Recv nodes (partitioned graphs only)
         # Optional fast path of a rendezvous: take a value that is already there.
@@ -249,7 +272,7 @@ class Executor:
         self.node_tuples = plan.node_tuples
         self.pool = pool
         self.templates = templates   # per-run {FramePlan: input template}, feeds filled in
-        self.ready: list = []
+        self.ready: list = [] if ready_order is None else ShuffledReady(ready_order)
         self.results = [_NO_VALUE] * len(plan.fetches)
         self.inflight = 0
         self.done_queue = None

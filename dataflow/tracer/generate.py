@@ -1,0 +1,261 @@
+"""Graph generation: a TraceGraph becomes one ``df.Graph`` that runs a whole step.
+
+* Algorithm 1 (:mod:`.case_assignment`) splits the nodes into switch-cases. A
+  switch-case with more than one case gets a *Case Select*: an int32 the Python side
+  feeds when it takes one of the switch-case's control edges. Case ``j``'s block is
+  gated by ``Switch(select == j)``: every op of the block takes the Switch's true output
+  (through an Identity, the case's pivot) as a control input, so the blocks of the cases
+  not taken run dead, as the branches of a ``cond`` do. A switch-case with one case gets
+  no Switch. No value leaves a block through a Merge: a node's identity includes where
+  its inputs come from, so a node runs only in steps whose path also ran its producers.
+* Each recorded op becomes the same op type with the same attributes and the traced
+  output dtypes and shapes.
+* Variables are graph variables: one ``VarHandleOp`` per variable with the variable's
+  shared name, built with the eager variables' resources, so the graph reads and writes
+  the very cells that eager code uses (variables made by the first step, such as
+  optimizer slots and beta powers, exist once). Two variable ops of one variable, one of
+  them a write, are ordered as the program ordered them (read-after-write,
+  write-after-read, write-after-write) by a control edge through a ``ControlTrigger``:
+  the earlier op may be in a case not taken (dead), and the later one must still run.
+* *Input Feeding*: each fed input is a ``_Recv`` from the Python side (a device of its
+  own) and each read or kept output an *Output Fetching* ``_Send`` to it, on the
+  runtime's rendezvous. A feed gets the case pivot of its consumer (it is dead, not
+  awaited, when the case is not taken) and, as the seed's deadlock rule asks, control
+  edges from the Output Fetching ops whose values Python read before it fed this one
+  (through ControlTriggers: the fetched node may be dead in this step).
+
+Python loops are unrolled: each iteration's ops are nodes of their own, and a step with
+another trip count is another path (folding a loop into a ``while_loop`` is not done).
+
+>>> from dataflow.tracer.trace_graph import TraceGraph
+>>> from dataflow.tracer.trace import TraceRecorder
+>>> from dataflow.tracer.location import Locator
+>>> with df.eager_mode():
+...     rec = TraceRecorder(Locator())
+...     df.framework.eager.RECORDERS.append(rec.record)
+...     try:
+...         y = df.square(df.constant(3.0))
+...         v = float(y)
+...     finally:
+...         df.framework.eager.RECORDERS.remove(rec.record)
+...     tg = TraceGraph(); _ = tg.merge(rec.finish())
+>>> step = generate(tg, resources={})
+>>> sorted(op.type for op in step.graph.get_operations())
+['Square', '_Recv', '_Send']
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dtypes
+from ..framework.graph import Graph
+from ..framework.tensor_shape import TensorShape
+from ..runtime.device_set import DeviceSet
+from ..runtime.kernel_resolver import KernelResolver
+from ..runtime.partitioned import transfer_keys
+from ..runtime.plan import build_plan
+from ..runtime.session import ConfigProto
+from .case_assignment import assign_cases
+from .trace_graph import END, START, TraceGraph
+
+__all__ = ["StepGraph", "generate", "PYTHON_DEVICE", "GRAPH_DEVICE"]
+
+# The Python side is one more device of the step: feeds come from it, fetches go to it.
+PYTHON_DEVICE = "/job:localhost/replica:0/task:0/device:PYTHON:0"
+GRAPH_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+class StepGraph:
+    """A generated step: the graph, its compiled plan and the rendezvous keys the Python
+    side uses.
+
+    ``edge_selects[(u, v)]``: the ``(select key, case index)`` pairs to send when the
+    Python side takes edge ``u -> v``; ``feed_keys[(node, input)]`` and
+    ``fetch_keys[(node, output)]``: rendezvous keys; ``written``: names of the variables
+    the graph may write (checkpointed at the start of each step); ``dynamic``: outputs
+    whose shape depends on values (their traced shape is not trusted).
+    """
+
+    def __init__(self, graph, switch_cases):
+        self.graph = graph
+        self.switch_cases = switch_cases
+        self.plan = None
+        self.edge_selects: dict = {}
+        self.feed_keys: dict = {}
+        self.fetch_keys: dict = {}
+        self.written: set = set()
+        self.dynamic: set = set()    # (node, output) whose shape depends on values
+
+
+def _key(src, dst, name):
+    return (src, dst, name, ())
+
+
+def _ancestors(tg: TraceGraph, order):
+    """Node id -> bit set (an int) of its ancestors (START excluded)."""
+    preds: dict = {}
+    for u, v in tg.edges:
+        if u != START and v != END:
+            preds.setdefault(v, []).append(u)
+    anc: dict = {}
+    for v in order:
+        bits = 0
+        for u in preds.get(v, ()):
+            bits |= anc[u] | (1 << u)
+        anc[v] = bits
+    return anc
+
+
+def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
+    """Build and compile the step graph of ``tg``; ``resources`` is where the graph's
+    variable kernels find their cells (the eager graph's)."""
+    order = tg.topological_order()
+    rank = {v: i for i, v in enumerate(order)}
+    rank[START], rank[END] = -1, len(order)
+    switch_cases = assign_cases(sorted(tg.edges, key=lambda e: (rank[e[0]], rank[e[1]])),
+                                START, END, order=rank.__getitem__)
+    g = Graph()
+    step = StepGraph(g, switch_cases)
+    with g.as_default():
+        pivots = _build_case_selects(g, step, switch_cases)
+        _build_nodes(g, step, tg, order, pivots)
+    config = config or ConfigProto()
+    resolver = KernelResolver(DeviceSet(g, {}, False), config, resources)
+    plan = build_plan(g, [], g.get_operations(), [], resolver.kernel_for,
+                      fuse_elementwise=config.fuse_elementwise)
+    plan.transfers = transfer_keys(plan)
+    step.plan = plan
+    return step
+
+
+def _recv(g, name, dtype, shape):
+    op = g.create_op("_Recv", [], {"send_device": PYTHON_DEVICE,
+                                   "recv_device": GRAPH_DEVICE, "tensor_name": name,
+                                   "dtype": dtype, "shape": shape}, name=name)
+    return op
+
+
+def _build_case_selects(g, step, switch_cases):
+    """One Case Select (a fed int32) per switch-case with several cases; returns
+    node id -> the pivot op that gates the node's case."""
+    pivots: dict = {}
+    for s, sc in enumerate(switch_cases):
+        if len(sc) < 2:
+            continue
+        name = f"case_select_{s}"
+        select = _recv(g, name, _dtypes.int32, TensorShape([])).outputs[0]
+        key = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
+        for j, (block, control) in enumerate(sc):
+            for edge in control:
+                step.edge_selects.setdefault(edge, []).append((key, np.int32(j)))
+            if not block:
+                continue
+            index = g.create_op("Const", [], {"value": np.int32(j), "dtype": _dtypes.int32},
+                                name=f"case_{s}_{j}/index").outputs[0]
+            taken = g.create_op("Equal", [select, index], name=f"case_{s}_{j}/taken").outputs[0]
+            switch = g.create_op("Switch", [taken, taken], name=f"case_{s}_{j}/switch")
+            pivot = g.create_op("Identity", [switch.outputs[1]], name=f"case_{s}_{j}/pivot")
+            for v in block:
+                pivots[v] = pivot
+    return pivots
+
+
+def _build_nodes(g, step, tg, order, pivots):
+    handles: dict = {}      # variable name -> graph VarHandleOp output
+    built: dict = {}        # node id -> graph op
+    sends: dict = {}        # (node id, k) -> its Output Fetching (a _Send), then the
+    #                         ControlTrigger after it once a feed needs one
+    triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
+    var_ops: dict = {}      # variable name -> node ids touching it, in order
+    anc = _ancestors(tg, order)
+    for v in order:
+        node = tg.nodes[v]
+        inputs, feeds = [], []
+        for slot, src in enumerate(node.inputs):
+            kind = src[0]
+            if kind == "n":
+                inputs.append(built[src[1]].outputs[src[2]])
+            elif kind == "v":
+                inputs.append(_variable(g, tg, handles, src[1]))
+            else:
+                dtype, shape = node.feed_specs[slot]
+                name = f"feed_{v}_{slot}"
+                recv = _recv(g, name, dtype, TensorShape(shape))
+                step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
+                feeds.append(recv)
+                inputs.append(recv.outputs[0])
+        op = g.create_op(node.op_type, inputs, dict(node.attrs),
+                         name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
+        built[v] = op
+        _note_dynamic_shapes(step, v, op)
+        pivot = pivots.get(v)
+        if pivot is not None:
+            op._add_control_input(pivot)
+            for recv in feeds:
+                recv._add_control_input(pivot)
+        # The seed's deadlock rule: a feed waits for the fetches Python made before it.
+        if feeds:
+            for u, k in sorted(tg.read_before.get(v, ())):
+                done = _fetch_done(g, sends, u, k)
+                for recv in feeds:
+                    recv._add_control_input(done)
+        earlier = anc[v]
+        for name in node.variables():
+            for u in var_ops.get(name, ()):
+                if (earlier >> u & 1) and (node.writes or tg.nodes[u].writes):
+                    op._add_control_input(_trigger(g, triggers, built, u))
+            var_ops.setdefault(name, []).append(v)
+            if node.writes:
+                step.written.add(name)
+        for k in sorted(node.fetched):
+            name = f"fetch_{v}_{k}"
+            send = g.create_op("_Send", [op.outputs[k]], {
+                "send_device": GRAPH_DEVICE, "recv_device": PYTHON_DEVICE,
+                "tensor_name": name}, name=name)
+            step.fetch_keys[(v, k)] = _key(GRAPH_DEVICE, PYTHON_DEVICE, name)
+            sends[(v, k)] = send
+
+
+def _note_dynamic_shapes(step, v, op):
+    """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
+    a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
+    must not take their traced shape for granted, so their handles fetch the value when
+    the shape is asked for."""
+    try:
+        specs = op._op_def.infer(op)
+    except Exception:  # noqa: BLE001 - inference may need values only a run has
+        specs = None
+    for k in range(len(op.outputs)):
+        if specs is None or not specs[k][1].is_fully_defined():
+            step.dynamic.add((v, k))
+
+
+def _fetch_done(g, sends, u, k):
+    """A ControlTrigger after the Output Fetching of ``(u, k)``: live once it was sent
+    or skipped (dead)."""
+    op = sends[(u, k)]
+    if op.type == "_Send":
+        ct = g.create_op("ControlTrigger", [], name=f"{op.name}/done")
+        ct._add_control_input(op)
+        op = sends[(u, k)] = ct
+    return op
+
+
+def _trigger(g, triggers, built, u):
+    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead)."""
+    ct = triggers.get(u)
+    if ct is None:
+        ct = triggers[u] = g.create_op("ControlTrigger", [], name=f"n{u}/done")
+        ct._add_control_input(built[u])
+    return ct
+
+
+def _variable(g, tg, handles, name):
+    h = handles.get(name)
+    if h is None:
+        attrs = tg.variables[name]._op._attrs
+        with g.control_dependencies(None):
+            h = handles[name] = g.create_op("VarHandleOp", [], {
+                "dtype": attrs["dtype"], "shape": attrs["shape"], "shared_name": name},
+                name=f"var/{name}").outputs[0]
+    return h

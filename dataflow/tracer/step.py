@@ -1,0 +1,222 @@
+"""``df.function``: run one step of an imperative program on a generated graph (Terra).
+
+The first calls run imperatively and record traces; then each call co-executes (see
+:mod:`.coexec`): the Python side runs the step as a skeleton against the generated graph
+while the graph computes it; a step that takes a path the graph does not have falls back
+to imperative execution, its trace is merged and the graph regenerated.
+"""
+from __future__ import annotations
+
+import functools
+import random
+import sys
+import threading
+
+from ..framework import eager as _eager
+from .coexec import CoRun, GraphWorker
+from .generate import generate
+from .location import Locator
+from .trace import TraceRecorder, detach
+from .trace_graph import CycleError, TraceGraph
+
+__all__ = ["function", "Function"]
+
+# Tracing calls before the first graph is generated: the first step usually creates
+# variables (optimizer slots), the second shows the steady path (the seed's 2 traces).
+TRACING_CALLS = 2
+
+
+class _InStep(threading.local):
+    active = False
+
+
+_IN_STEP = _InStep()
+
+
+class Function:
+    """A step function run by the tracer; see :func:`function`."""
+
+    def __init__(self, fn, mode="graph", ready_order_seed=None):
+        if mode not in ("graph", "eager"):
+            raise ValueError(f"df.function: mode must be 'graph' or 'eager', got {mode!r}")
+        self._fn = fn
+        self._mode = mode
+        self._ready_order_seed = ready_order_seed
+        self._ready_rng = None if ready_order_seed is None else random.Random(ready_order_seed)
+        self._tg = TraceGraph()
+        self._step = None
+        self._tracing_calls = 0
+        self._unrepeatable = 0         # traces kept out of the graph (see _merge)
+        self._eager_only = None        # why the graph was given up, if it was
+        self._attr_name = None
+        self._worker = None            # the graph side's thread, made at the first graph step
+        self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
+        functools.update_wrapper(self, fn)
+
+    # -- bound methods ------------------------------------------------------------------------
+    def __set_name__(self, owner, name):
+        self._attr_name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        # One Function (traces, graph, stats) per instance: its variables are its own.
+        bound = Function(self._fn.__get__(obj, objtype), self._mode, self._ready_order_seed)
+        name = self._attr_name or self._fn.__name__
+        try:
+            obj.__dict__[name] = bound
+        except (AttributeError, TypeError):
+            pass
+        return bound
+
+    @property
+    def graph(self):
+        """The generated graph (a ``df.Graph``), or None before the first is generated."""
+        return None if self._step is None else self._step.graph
+
+    @property
+    def python_function(self):
+        return self._fn
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        with _eager.eager_mode():
+            if self._mode == "eager" or self._eager_only is not None or _IN_STEP.active:
+                # A df.function called inside another one's step is part of that step.
+                result = self._fn(*args, **kwargs)
+                self.stats["eager_steps"] += 1
+                return result
+            _IN_STEP.active = True
+            try:
+                if self._step is None:
+                    return self._trace(args, kwargs)
+                return self._coexecute(args, kwargs)
+            finally:
+                _IN_STEP.active = False
+
+    def _call(self, locator, args, kwargs):
+        locator.boundary = sys._getframe()
+        return self._fn(*args, **kwargs)
+
+    def _trace(self, args, kwargs):
+        recorder = TraceRecorder(Locator())
+        _eager.RECORDERS.append(recorder.record)
+        try:
+            result = self._call(recorder.locator, args, kwargs)
+        except BaseException:
+            detach(recorder)
+            raise
+        finally:
+            _remove(_eager.RECORDERS, recorder.record)
+        self.stats["eager_steps"] += 1
+        self._tracing_calls += 1
+        self._merge(recorder.finish(), regenerate=self._tracing_calls >= TRACING_CALLS)
+        return result
+
+    def _coexecute(self, args, kwargs):
+        if self._worker is None:
+            self._worker = GraphWorker()
+        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
+                    self._ready_rng)
+        previous = _eager.set_dispatcher(run.dispatch)
+        try:
+            try:
+                result = self._call(run.locator, args, kwargs)
+                run.finish()
+            except BaseException:
+                run.abort()
+                # It started on the graph and finished imperatively (in an exception):
+                # a fallback; the partial trace is not a path, so it is not merged.
+                self.stats["fallbacks"] += 1
+                raise
+        finally:
+            _eager.set_dispatcher(previous)
+            if run.recorder is not None:
+                _remove(_eager.RECORDERS, run.recorder.record)
+                detach(run.recorder)
+        if run.fell_back:
+            self.stats["fallbacks"] += 1
+            self._merge(run.recorder.finish(), regenerate=True)
+        else:
+            self.stats["graph_steps"] += 1
+        return result
+
+    def _merge(self, trace, regenerate):
+        if not trace.repeatable:
+            # It used variables it created (optimizer slots on the first step): no later
+            # step can take this path again, so the graph does without it.
+            self._unrepeatable += 1
+        else:
+            try:
+                changed = self._tg.merge(trace)
+            except CycleError as exc:
+                self._give_up(exc)
+                return
+        changed = trace.repeatable and changed
+        self.stats["traces"] = self._tg.num_traces + self._unrepeatable
+        if regenerate and (changed or self._step is None) and self._tg.nodes:
+            self._step = generate(self._tg, _eager._eager_graph().resources)
+
+    def _give_up(self, reason):
+        """Run imperatively from now on (the program's steps cannot form one DAG)."""
+        self._eager_only = reason
+        self._step = None
+
+    def __repr__(self):
+        return f"<df.function {getattr(self._fn, '__qualname__', self._fn)} {self.stats}>"
+
+
+def _remove(hooks, fn):
+    for i in range(len(hooks) - 1, -1, -1):
+        if hooks[i] == fn:
+            del hooks[i]
+            return
+
+
+def function(fn=None, *, mode="graph", ready_order_seed=None):
+    """Mark ``fn`` as one step of an imperative program, run by co-execution (Terra).
+
+    The body is ordinary imperative code (Python control flow on tensor values,
+    ``.numpy()``, printing, NumPy or scikit-learn, attribute mutation, early returns,
+    a ``GradientTape`` and an optimizer). The first calls run it eagerly and record its
+    traces; later calls run it on the generated graph while Python runs the program's
+    skeleton; a call that takes a new path falls back to eager execution for the rest
+    of that call, and the graph is regenerated with the new trace.
+
+    ``mode="eager"`` runs every call imperatively (to compare). ``ready_order_seed``
+    (test-only) makes the graph executor take ready nodes in a random order from that
+    seed. ``f.stats`` counts ``traces`` (distinct traces merged), and each call once in
+    ``graph_steps`` (finished on the graph), ``fallbacks`` (started on the graph,
+    finished imperatively) or ``eager_steps`` (traced or ``mode="eager"`` calls);
+    ``f.graph`` is the generated ``df.Graph``.
+
+    Which loops qualify for a ``while_loop``: none. Every Python loop (``for``/``while``
+    in the step, ``df.while_loop`` run eagerly) is unrolled: each iteration's ops are
+    nodes of their own, so a step with a trip count already seen runs on the graph and a
+    new trip count is a new path (one fallback, then it is in the graph too). Folding
+    loops whose iterations trace alike into one ``while_loop`` with a fed trip count is
+    not implemented. A tensor whose value Python reads is fetched from the graph; every
+    tensor still referenced when the step returns is materialised. Variables must be
+    created once (a step that makes a new variable every call never reaches the graph);
+    an output whose shape the graph cannot infer is fetched when Python asks for it.
+
+    >>> with df.eager_mode():
+    ...     w = df.Variable([1.0, -2.0])
+    ...     opt = df.train.GradientDescentOptimizer(0.1)
+    ...
+    ...     @df.function
+    ...     def step(x):
+    ...         with df.GradientTape() as tape:
+    ...             loss = df.reduce_sum(df.square(w * x))
+    ...         opt.apply_gradients([(tape.gradient(loss, w), w)])
+    ...         return loss
+    ...
+    ...     losses = [round(float(step(df.constant([1.0, 1.0]))), 4) for _ in range(4)]
+    >>> losses
+    [5.0, 3.2, 2.048, 1.3107]
+    >>> step.stats
+    {'traces': 1, 'fallbacks': 0, 'graph_steps': 2, 'eager_steps': 2}
+    """
+    if fn is None:
+        return lambda f: Function(f, mode, ready_order_seed)
+    return Function(fn, mode, ready_order_seed)
