@@ -43,7 +43,6 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as _dtypes
-from ..framework import eager as _eager
 from ..framework.eager import EagerTensor
 from ..framework.op_registry import get_op_def
 from ..framework.tensor_shape import TensorShape
