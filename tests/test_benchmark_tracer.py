@@ -1,0 +1,41 @@
+"""benchmarks/tracer.py and benchmarks/tracer_compare.py: the comparisons that decide
+"equal" and "fails", and a tiny run of the tracer table (no other framework imported)."""
+from benchmarks import tracer, tracer_compare
+
+
+def test_same_output_compares_text_exactly_and_numbers_to_tolerance():
+    a = "skipping update: gradient norm 35.68 loss 6.3655\n"
+    assert tracer.same_output(a, "skipping update: gradient norm 35.680001 loss 6.3655\n")
+    assert not tracer.same_output(a, "skipping update: gradient norm 35.7 loss 6.3655\n")
+    assert not tracer.same_output(a, a + a)            # printed twice
+    assert not tracer.same_output(a, "")               # never printed
+    assert tracer.same_output("", "")
+
+
+def test_same_observations():
+    same = tracer.same_observations
+    assert same({"points": [None, "conv1"]}, {"points": [None, "conv1"]})
+    assert not same({"points": [None, "conv1"]}, {"points": ["conv1"]})
+    assert same({"f1": [0.5, 0.25]}, {"f1": [0.50000001, 0.25]})
+    assert not same({"skipped": 3}, {"skipped": 1})
+    assert not same({"a": 1}, {"b": 1})
+
+
+def test_compare_verdicts():
+    eager = {"losses": [2.0, 1.5], "printed": "x 1.0\n", "observations": {"n": [3, 4]}}
+    assert tracer_compare.verdict(eager, dict(eager)) == "ok"
+    assert tracer_compare.verdict(eager, {"error": "TypeError: boom", "where": "p.py:3"}) \
+        == "error: TypeError: boom (p.py:3)"
+    wrong = dict(eager, losses=[2.0, 1.6], printed="", observations={"n": [3]})
+    assert tracer_compare.verdict(eager, wrong) == \
+        "wrong: losses; printed output; observations n"
+
+
+def test_tracer_table_runs_eager_and_graph_and_says_when_function_is_missing():
+    figures = tracer.measure(steps=4, warmup=1, repeats=1, only={"mlp_adam"},
+                             with_function=False)
+    eager, graph = figures["mlp_adam"]["eager"], figures["mlp_adam"]["graph"]
+    assert eager["error"] is None and eager["sps"] > 0
+    assert graph["equal"] is True and graph["sps"] > 0
+    table = tracer.format_table(figures)
+    assert "| mlp_adam |" in table and "| n/a |" in table   # no df.function column
