@@ -3,6 +3,7 @@ under ``df.function`` (issue 11's co-executing tracer), eagerly, and as the same
 written by hand as a TF1 graph (examples/imperative/tf1_graphs.py).
 
     python -m benchmarks.tracer [--steps 60] [--repeats 3] [--only NAME[,NAME...]]
+                                [--blas-threads N]
 
 Per program it prints steps/s of each way (the steps after the first ``--warmup``
 ones: kernel building, tracing and plan building are not the steady state), the speedup
@@ -15,7 +16,10 @@ program's Python side recorded: branches taken, F1 scores, trip counts...). A ge
 When ``dataflow.function`` does not exist its columns read "n/a: df.function not built".
 
 Figures are medians over ``--repeats`` runs, the three ways interleaved per repeat
-(the machine is shared: read the ratios).
+(the machine is shared: read the ratios). ``--blas-threads 1`` caps BLAS's threads
+(threadpoolctl) for the whole run: on a loaded machine a multi-threaded BLAS spinning
+against other processes made the small matmuls of the Transformer programs 4 to 6
+times slower, in every column alike.
 """
 from __future__ import annotations
 
@@ -209,6 +213,7 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5, help="steps left out of steps/s")
     ap.add_argument("--repeats", type=int, default=3, help="runs per way; medians")
     ap.add_argument("--only", help="comma-separated programs: " + ", ".join(PROGRAMS))
+    ap.add_argument("--blas-threads", type=int, help="cap BLAS at this many threads")
     args = ap.parse_args(argv)
     only = None if args.only is None else set(args.only.split(","))
     if only is not None and not only <= set(PROGRAMS):
@@ -218,10 +223,17 @@ def main(argv=None):
     if not function_available():
         print(f"df.function: {NOT_BUILT} (its columns read n/a)\n")
     t0 = time.perf_counter()
-    print(format_table(measure(args.steps, args.warmup, args.repeats, only)))
+    limits = contextlib.nullcontext()
+    if args.blas_threads:
+        from threadpoolctl import threadpool_limits
+        limits = threadpool_limits(args.blas_threads, user_api="blas")
+    with limits:
+        print(format_table(measure(args.steps, args.warmup, args.repeats, only)))
     print(f"\n{args.steps} steps per run, steps/s over steps {args.warmup + 1}..{args.steps}, "
           f"medians of {args.repeats} interleaved runs; losses equal: every step within "
-          f"rtol={RTOL}, atol={ATOL}; {time.perf_counter() - t0:.0f} s")
+          f"rtol={RTOL}, atol={ATOL}"
+          + (f"; BLAS threads {args.blas_threads}" if args.blas_threads else "")
+          + f"; {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -5,11 +5,20 @@ import re
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import dataflow as df
 from examples.imperative import PROGRAMS, common, load, tf1_graphs
 
 STEPS = 16
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():
+    """The programs' matmuls are small: a multi-threaded BLAS only spins against the
+    other processes of a shared machine (several times slower under load)."""
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 def _trained(losses, skipped=()):
