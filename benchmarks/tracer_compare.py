@@ -6,8 +6,9 @@ data and initial weights; and dataflow's own programs under ``df.function`` when
 exists (else that row reads "n/a: df.function not built").
 
 A compiled run *fails* when it raises, or when its result is not its own eager run's:
-a per-step loss off by more than ``rtol=1e-4`` (compilers reorder float arithmetic),
-different printed output (numbers compared to the same tolerance), or different
+a per-step loss off by more than 1% (compilers reorder float arithmetic and the
+rounding compounds over training: see RTOL), different printed output (numbers
+compared to the same tolerance), or different
 observations (what the program's Python side recorded: branches taken, F1 scores, trip
 counts, the running loss, skipped steps). Steps/s count the steps after the first
 ``warmup`` (tracing and compilation excluded; later retracing or recompilation is
@@ -29,7 +30,16 @@ import sys
 import time
 import traceback
 
+import numpy as np
+
+from .tracer import same_observations, same_output
+
 NOT_BUILT = "n/a: df.function not built"
+# A compiled run's losses may drift from eager's: compilers reassociate float
+# arithmetic and the difference compounds over training steps (torch.compile's MLP
+# reaches 1e-3 relative in 30 steps, every step plain rounding). A semantic failure --
+# a frozen branch, a keep_prob fixed at trace time -- moves them by percents at once.
+RTOL, ATOL = 1e-2, 1e-6
 
 FRAMEWORKS = {
     "dataflow df.function": "benchmarks.tracer_ports.dataflow_ports",
@@ -84,13 +94,16 @@ def _describe(exc) -> str:
         line = f"raised while tracing {frame.group(3)} ({path}:{frame.group(2)})"
     else:
         line = lines[-1] if lines[0].endswith(":") else lines[0]
+    if line.startswith(type(exc).__name__ + ":"):  # AutoGraph repeats the type
+        line = line[len(type(exc).__name__) + 1:].strip()
     return f"{type(exc).__name__}: {line[:140]}"
 
 
 def _where(exc) -> str:
     """The innermost traceback frame in a port's own code (else the innermost)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if "tracer_ports" in f.filename or "imperative" in f.filename]
+    own = [f for f in frames
+           if "tracer_ports" in f.filename or "examples/imperative" in f.filename]
     last = (own or frames)[-1]
     return f"{os.path.basename(last.filename)}:{last.lineno}"
 
@@ -107,21 +120,24 @@ def _jsonable(value):
 
 def verdict(eager: dict, compiled: dict) -> str:
     """"ok", "error: ...", or "wrong: <what differs>" of a compiled run against eager."""
-    from .tracer import RTOL, ATOL, same_observations, same_output
-    import numpy as np
     if "error" in compiled:
         return f"error: {compiled['error']} ({compiled['where']})"
     wrong = []
-    if len(compiled["losses"]) != len(eager["losses"]) or not np.allclose(
-            compiled["losses"], eager["losses"], rtol=RTOL, atol=ATOL):
-        wrong.append("losses")
-    if not same_output(compiled["printed"], eager["printed"]):
+    e, c = np.asarray(eager["losses"]), np.asarray(compiled["losses"])
+    if e.shape != c.shape:
+        wrong.append(f"losses ({len(c)} steps, not {len(e)})")
+    else:
+        rel = np.abs(c - e) / np.maximum(np.abs(e), ATOL)
+        if rel.max() > RTOL:
+            wrong.append(f"losses (step {int(np.argmax(rel > RTOL))} off by "
+                         f"{rel.max():.0%})")
+    if not same_output(compiled["printed"], eager["printed"], RTOL, ATOL):
         wrong.append("printed output")
-    if not same_observations(compiled["observations"], eager["observations"]):
+    if not same_observations(compiled["observations"], eager["observations"], RTOL, ATOL):
         wrong.append("observations " + ",".join(
             k for k in eager["observations"]
             if not same_observations({k: compiled["observations"].get(k)},
-                                     {k: eager["observations"][k]})))
+                                     {k: eager["observations"][k]}, RTOL, ATOL)))
     return "wrong: " + "; ".join(wrong) if wrong else "ok"
 
 
@@ -187,9 +203,9 @@ def section(steps=60, warmup=5, only=None, threads=None) -> str:
                          f"{f'{e:.1f}' if e else '-'} | {f'{c:.1f}' if c else '-'} | - |")
     return "\n".join(lines + [""] + summary + [
         "", f"{steps} steps per run; steps/s over steps {warmup + 1}..{steps}; a compiled "
-        "run fails on an error or on losses (rtol 1e-4), printed output or observations "
-        "that differ from the same framework's eager run. Each framework in its own "
-        "process."])
+        f"run fails on an error or on losses (rtol {RTOL:g}), printed output or "
+        "observations that differ from the same framework's eager run. Each framework "
+        "in its own process."])
 
 
 def worker_main(framework, steps, only) -> None:

@@ -26,9 +26,11 @@ def test_compare_verdicts():
     assert tracer_compare.verdict(eager, dict(eager)) == "ok"
     assert tracer_compare.verdict(eager, {"error": "TypeError: boom", "where": "p.py:3"}) \
         == "error: TypeError: boom (p.py:3)"
-    wrong = dict(eager, losses=[2.0, 1.6], printed="", observations={"n": [3]})
+    drifted = dict(eager, losses=[2.0, 1.5 * (1 + 1e-3)])   # compounded rounding
+    assert tracer_compare.verdict(eager, drifted) == "ok"
+    wrong = dict(eager, losses=[2.0, 1.8], printed="", observations={"n": [3]})
     assert tracer_compare.verdict(eager, wrong) == \
-        "wrong: losses; printed output; observations n"
+        "wrong: losses (step 1 off by 20%); printed output; observations n"
 
 
 def test_tracer_table_runs_eager_and_graph_and_says_when_function_is_missing():
