@@ -89,9 +89,10 @@ def _describe(exc) -> str:
     if not lines:
         return type(exc).__name__
     frame = re.search(r'File "([^"]+)", line (\d+), in (\w+)', text)
-    if lines[0] == "from user code:" and frame:  # TorchDynamo: where tracing failed
+    if "from user code:" in lines and frame:  # TorchDynamo: where tracing failed
         path = frame.group(1).split("site-packages/")[-1]
-        line = f"raised while tracing {frame.group(3)} ({path}:{frame.group(2)})"
+        head = "" if lines[0] == "from user code:" else lines[0].rstrip(":") + " "
+        line = f"{head}raised while tracing {frame.group(3)} ({path}:{frame.group(2)})"
     else:
         line = lines[-1] if lines[0].endswith(":") else lines[0]
     if line.startswith(type(exc).__name__ + ":"):  # AutoGraph repeats the type

@@ -41,3 +41,21 @@ def test_tracer_table_runs_eager_and_graph_and_says_when_function_is_missing():
     assert graph["equal"] is True and graph["sps"] > 0
     table = tracer.format_table(figures)
     assert "| mlp_adam |" in table and "| n/a |" in table   # no df.function column
+
+
+def test_compiler_errors_are_described_by_their_informative_line():
+    class InternalTorchDynamoError(RuntimeError):
+        pass
+    dynamo = InternalTorchDynamoError(
+        "NotImplementedError: \n\nfrom user code:\n   File \"/v/site-packages/narwhals/"
+        "dependencies.py\", line 62, in is_into_dataframe\n    return f(x)\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+    assert tracer_compare._describe(dynamo) == (
+        "InternalTorchDynamoError: NotImplementedError raised while tracing "
+        "is_into_dataframe (narwhals/dependencies.py:62)")
+    autograph = AttributeError("in user code:\n\n    File \"p.py\", line 3, in step  *\n"
+                               "        x.numpy()\n\n    AttributeError: 'SymbolicTensor' "
+                               "object has no attribute 'numpy'\n")
+    assert tracer_compare._describe(autograph) == \
+        "AttributeError: 'SymbolicTensor' object has no attribute 'numpy'"
+    assert tracer_compare._describe(ValueError("bad\nmore")) == "ValueError: bad"
