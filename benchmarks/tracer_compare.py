@@ -179,8 +179,8 @@ def _isolated(framework, steps, warmup, only, threads) -> dict:
 def section(steps=60, warmup=5, only=None, threads=None) -> str:
     """The Markdown table: per framework and program, the verdict and steps/s."""
     from examples.imperative import PROGRAMS
-    lines = ["| framework | program | verdict | eager steps/s | compiled steps/s "
-             "| compiled / eager |", "|---|---|---|---|---|---|"]
+    lines = [("| framework | program | verdict | eager steps/s | compiled steps/s "
+              "| compiled / eager |"), "|---|---|---|---|---|---|"]
     summary = []
     for framework in FRAMEWORKS:
         results = _isolated(framework, steps, warmup, only, threads)
@@ -191,22 +191,18 @@ def section(steps=60, warmup=5, only=None, threads=None) -> str:
         failed = [n for n, r in results.items() if r["verdict"] != "ok"]
         summary.append(f"{framework}: {len(failed)} of {len(results)} fail"
                        + (f" ({', '.join(failed)})" if failed else ""))
-        for name in PROGRAMS:
-            if name not in results:
-                continue
+        for name in (n for n in PROGRAMS if n in results):
             r = results[name]
             e, c = r["eager_sps"], r["compiled_sps"]
+            cells = [f"{v:.1f}" if v else "-" for v in (e, c)]
             ratio = f"{c / e:.2f}x" if e and c else "-"
-            lines.append(f"| {framework} | {name} | {r['verdict']} | "
-                         f"{e:.1f} | {c:.1f} | {ratio} |".replace("None", "-")
-                         if e and c else
-                         f"| {framework} | {name} | {r['verdict']} | "
-                         f"{f'{e:.1f}' if e else '-'} | {f'{c:.1f}' if c else '-'} | - |")
-    return "\n".join(lines + [""] + summary + [
-        "", f"{steps} steps per run; steps/s over steps {warmup + 1}..{steps}; a compiled "
-        f"run fails on an error or on losses (rtol {RTOL:g}), printed output or "
-        "observations that differ from the same framework's eager run. Each framework "
-        "in its own process."])
+            lines.append(f"| {framework} | {name} | {r['verdict']} | {cells[0]} | {cells[1]} "
+                         f"| {ratio} |")
+    note = (f"{steps} steps per run; steps/s over steps {warmup + 1}..{steps}; a compiled "
+            f"run fails on an error or on losses (rtol {RTOL:g}), printed output or "
+            "observations that differ from the same framework's eager run. Each framework "
+            "in its own process.")
+    return "\n".join([*lines, "", *summary, "", note])
 
 
 def worker_main(framework, steps, only) -> None:

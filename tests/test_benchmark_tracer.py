@@ -59,3 +59,20 @@ def test_compiler_errors_are_described_by_their_informative_line():
     assert tracer_compare._describe(autograph) == \
         "AttributeError: 'SymbolicTensor' object has no attribute 'numpy'"
     assert tracer_compare._describe(ValueError("bad\nmore")) == "ValueError: bad"
+
+
+def test_compare_section_lists_failures_per_framework(monkeypatch):
+    fake = {"dataflow df.function": {"_error": tracer_compare.NOT_BUILT},
+            "TF2 tf.function": {
+                "mlp_adam": {"eager_sps": 20.0, "compiled_sps": 500.0, "verdict": "ok"},
+                "bert_cls": {"eager_sps": 6.0, "compiled_sps": None,
+                             "verdict": "error: AttributeError: numpy (tf2_ports.py:31)"}}}
+    monkeypatch.setattr(tracer_compare, "FRAMEWORKS", dict.fromkeys(fake, ""))
+    monkeypatch.setattr(tracer_compare, "_isolated",
+                        lambda framework, *args: fake[framework])
+    table = tracer_compare.section(steps=10, warmup=2).splitlines()
+    assert "| TF2 tf.function | mlp_adam | ok | 20.0 | 500.0 | 25.00x |" in table
+    assert ("| TF2 tf.function | bert_cls | error: AttributeError: numpy (tf2_ports.py:31) "
+            "| 6.0 | - | - |") in table
+    assert "TF2 tf.function: 1 of 2 fail (bert_cls)" in table
+    assert f"dataflow df.function: {tracer_compare.NOT_BUILT}" in table

@@ -36,7 +36,7 @@ class _Program:
         self.optimizer.step()
 
 
-def _loop(model, wrap, batches, dtypes=None):
+def _loop(model, wrap, batches):
     step = wrap(model.step) if wrap else model.step
     return [float(step(*[torch.from_numpy(np.asarray(b)) for b in batch]))
             for batch in batches]

@@ -12,8 +12,16 @@ import functools
 
 import numpy as np
 
-__all__ = ["digits", "digit_batches", "digit_images", "glorot", "he_normal", "adding_problem",
-           "music_sequences", "main"]
+__all__ = [
+    "adding_problem",
+    "digit_batches",
+    "digit_images",
+    "digits",
+    "glorot",
+    "he_normal",
+    "main",
+    "music_sequences",
+]
 
 
 @functools.lru_cache(maxsize=1)

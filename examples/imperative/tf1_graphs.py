@@ -27,8 +27,17 @@ import numpy as np
 import dataflow as tf
 
 try:
-    from . import (bert_cls, common, dropblock, faster_rcnn, mlp_adam, music_transformer,
-                   rnn_varlen, sdpoint, skip_step)
+    from . import (
+        bert_cls,
+        common,
+        dropblock,
+        faster_rcnn,
+        mlp_adam,
+        music_transformer,
+        rnn_varlen,
+        sdpoint,
+        skip_step,
+    )
 except ImportError:  # run as a script
     import bert_cls
     import common
@@ -59,7 +68,7 @@ def _train_op(model, loss):
         zip(tf.gradients(loss, model.variables), model.variables))
 
 
-def _loop(steps, wrap, step, batches, verbose=False):
+def _loop(wrap, step, batches, verbose=False):
     step = wrap(step) if wrap else step
     losses = []
     for i, batch in enumerate(batches):
@@ -86,7 +95,7 @@ class MLPGraph:
 
 
 def run_mlp_adam(steps=mlp_adam.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(steps, wrap, MLPGraph(seed).step,
+    return _loop(wrap, MLPGraph(seed).step,
                  common.digit_batches(steps, seed=seed), verbose)
 
 
@@ -113,7 +122,7 @@ class SDPointGraph:
 
 
 def run_sdpoint(steps=sdpoint.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(steps, wrap, SDPointGraph(seed).step,
+    return _loop(wrap, SDPointGraph(seed).step,
                  common.digit_images(steps, seed=seed), verbose)
 
 
@@ -161,7 +170,7 @@ class DropBlockGraph:
 def run_dropblock(steps=dropblock.STEPS, wrap=None, seed=0, verbose=False):
     batches = ((x, y, dropblock.keep_prob_schedule(i, steps))
                for i, (x, y) in enumerate(common.digit_images(steps, seed=seed)))
-    return _loop(steps, wrap, DropBlockGraph(seed).step, batches, verbose)
+    return _loop(wrap, DropBlockGraph(seed).step, batches, verbose)
 
 
 # -- 4. BERT-CLS ----------------------------------------------------------------------------
@@ -189,7 +198,7 @@ class BertGraph:
 
 
 def run_bert_cls(steps=bert_cls.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(steps, wrap, BertGraph(seed).step,
+    return _loop(wrap, BertGraph(seed).step,
                  common.digit_batches(steps, seed=seed), verbose)
 
 
@@ -238,7 +247,7 @@ class RCNNGraph:
 def run_faster_rcnn(steps=faster_rcnn.STEPS, wrap=None, seed=0, verbose=False):
     batches = ((x, y, faster_rcnn.region_objectness(x))
                for x, y in common.digit_batches(steps, seed=seed))
-    return _loop(steps, wrap, RCNNGraph(seed).step, batches, verbose)
+    return _loop(wrap, RCNNGraph(seed).step, batches, verbose)
 
 
 # -- 6. RNN over varying lengths ------------------------------------------------------------
@@ -269,7 +278,7 @@ class RNNGraph:
 
 
 def run_rnn_varlen(steps=rnn_varlen.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(steps, wrap, RNNGraph(seed).step,
+    return _loop(wrap, RNNGraph(seed).step,
                  common.adding_problem(steps, seed=seed), verbose)
 
 
@@ -306,7 +315,7 @@ def run_music_transformer(steps=music_transformer.STEPS, wrap=None, seed=0, verb
     batches = ((t,) for t in common.music_sequences(
         steps, length=music_transformer.LENGTH + 1, vocab=music_transformer.VOCAB,
         seed=seed))
-    return _loop(steps, wrap, MusicGraph(seed).step, batches, verbose)
+    return _loop(wrap, MusicGraph(seed).step, batches, verbose)
 
 
 # -- 8. Skipped steps -----------------------------------------------------------------------
@@ -339,7 +348,7 @@ class SkipStepGraph:
 
 
 def run_skip_step(steps=skip_step.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(steps, wrap, SkipStepGraph(seed).step,
+    return _loop(wrap, SkipStepGraph(seed).step,
                  skip_step.glitched(common.digit_batches(steps, seed=seed)), verbose)
 
 
