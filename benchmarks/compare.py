@@ -1,7 +1,10 @@
 """One table of dataflow's kernels against NumPy and, when installed, TF1, JAX and PyTorch.
 
     python -m benchmarks.compare [--repeats 7] [--quick] [--no-frameworks]
-                                 [--only kernels|fusion|training|frameworks] [--isolated]
+                                 [--only kernels|fusion|training|frameworks|tracer]
+                                 [--isolated]
+
+    python -m benchmarks.compare --only tracer [--tracer-steps 60] [--threads 1]
 
     python -m benchmarks.compare --only frameworks --isolated --repeats 5 [--threads 1]
                                  [--workloads convnet_step,conv2d_fwd,conv2d_bwd]
@@ -21,6 +24,13 @@ Sections:
   (dropout on) of ``examples/tf1/convnet.py`` on a batch of 64 digits -- TF1 runs the
   very same program source -- and a ``[64, 8, 8, 16] * [3, 3, 16, 32]`` SAME conv2d
   forward and backward (both backprops).
+
+* tracer (only with ``--only tracer``: minutes of compilation): the eight imperative
+  programs of examples/imperative ported to TF2, JAX and PyTorch, each run eagerly
+  and under ``tf.function`` (AutoGraph), ``jax.jit`` and ``torch.compile``: which
+  compiled runs fail (an error, or losses, prints or recorded Python-side values that
+  differ from that framework's eager run) and their steps/s
+  (:mod:`benchmarks.tracer_compare`; each framework in its own process).
 
 Every figure is a median of interleaved repeats: the machine is shared and noisy.
 
@@ -279,8 +289,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="small sizes, no frameworks")
     ap.add_argument("--no-frameworks", action="store_true")
-    ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks"],
-                    help="print one section")
+    ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks",
+                                       "tracer"],
+                    help="print one section (tracer: only when named here)")
     ap.add_argument("--isolated", action="store_true",
                     help="frameworks section: each column in its own fresh process")
     ap.add_argument("--threads", type=int,
@@ -288,12 +299,21 @@ def main(argv=None):
                          "PyTorch) at this many")
     ap.add_argument("--workloads", help="frameworks section: only these workloads "
                     f"(comma-separated, of {','.join(WORKLOADS)})")
+    ap.add_argument("--tracer-steps", type=int, default=60,
+                    help="tracer section: steps per run (default 60)")
+    ap.add_argument("--tracer-only", help="tracer section: only these programs "
+                    "(comma-separated)")
     ap.add_argument("--worker", choices=COLUMNS, help=argparse.SUPPRESS)
+    ap.add_argument("--tracer-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    from . import tracer_compare
+    if args.tracer_worker:  # one framework of the tracer section: JSON on stdout
+        tracer_compare.worker_main(args.tracer_worker, args.tracer_steps, args.tracer_only)
+        return
     if args.workloads:  # an environment variable, so that --isolated workers see it too
         os.environ["COMPARE_WORKLOADS"] = args.workloads
         selected_workloads()
-    if args.threads and not args.isolated:
+    if args.threads and not (args.isolated or args.only == "tracer"):
         ap.error("--threads needs --isolated (thread pools are sized when a process starts)")
     if args.worker:  # one column of the frameworks table, for --isolated: JSON on stdout
         print(json.dumps(_column_worker(args.worker, args.repeats, args.quick)), flush=True)
@@ -308,10 +328,13 @@ def main(argv=None):
          lambda: training_section(args.repeats, args.quick)),
         ("Across frameworks", lambda: frameworks_section(
             args.repeats, args.quick, not args.no_frameworks, args.isolated, args.threads)),
+        ("Imperative programs under each framework's compiler", lambda: tracer_compare.section(
+            args.tracer_steps, only=args.tracer_only and set(args.tracer_only.split(",")),
+            threads=args.threads)),
     ]
-    keys = ["kernels", "fusion", "training", "frameworks"]
+    keys = ["kernels", "fusion", "training", "frameworks", "tracer"]
     for key, (title, fn) in zip(keys, sections):
-        if args.only and key != args.only:
+        if args.only != key and (args.only or key == "tracer"):
             continue
         print(f"## {title}\n")
         print(fn())

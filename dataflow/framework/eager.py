@@ -256,6 +256,22 @@ class EagerGraph(Graph):
     # create_op(op_type, inputs, attrs=None, name=None, output_specs=None) is execute
     # itself (installed below): one Python frame less on every op.
 
+    def reset_random_streams(self) -> None:
+        """Forget every random op's stream, so random ops restart their sequences from
+        their seeds (``set_random_seed`` calls it, as TF2's ``tf.random.set_seed`` resets
+        op-seeded eager ops): a seeded eager program run twice in one process draws the
+        same numbers both times."""
+        streams = [k for k in self.resources
+                   if isinstance(k, tuple) and k[0] == "random_stream"]
+        names = {key[1] for key in streams}
+        for key in streams:
+            del self.resources[key]
+        # Stateful kernels are cached under their signature plus the op name, and hold
+        # their stream: drop those of the random ops so they are rebuilt with a new one.
+        for key in [k for k, entry in self._kernels.items()
+                    if entry[2] and k[-1] in names]:
+            del self._kernels[key]
+
     @contextlib.contextmanager
     def name_scope(self, name):
         """Push a name scope. Eager names are not made unique (as in TF2): nothing looks

@@ -41,7 +41,11 @@ def set_random_seed(seed):
     >>> bool((df.Session().run(a) == first).all())   # the same values in every new Session
     True
     """
-    get_default_graph().seed = None if seed is None else int(seed)
+    graph = get_default_graph()
+    graph.seed = None if seed is None else int(seed)
+    reset = getattr(graph, "reset_random_streams", None)  # eager: restart the sequences
+    if reset is not None:
+        reset()
 
 
 def get_seed(op_seed):

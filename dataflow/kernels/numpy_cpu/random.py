@@ -31,7 +31,9 @@ from ..resources import PhiloxStream
 
 
 def _stream(ctx) -> PhiloxStream:
-    key = ("random_stream", ctx.op.name)
+    # The seeds are part of the key: eager op names are not unique (every eager
+    # RandomUniform is named so), and two differently seeded ops must not share a stream.
+    key = ("random_stream", ctx.op.name, ctx.attr("seed"), ctx.attr("seed2"))
     stream = ctx.resources.get(key)
     if stream is None:
         stream = ctx.resources[key] = PhiloxStream(ctx.attr("seed"), ctx.attr("seed2"))
