@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-from dataflow.kernels.numba_cpu import _dispatch
+from dataflow.kernels.numba_cpu import _dispatch, conv
 from dataflow.kernels.numba_cpu._dispatch import reference_kernel
 from dataflow.kernels.registry import KernelContext, find_kernel
 
@@ -69,6 +69,28 @@ def test_conv2d_and_backprops(cs, m, seed):
         compare(y.op, x, w)
         compare(gx.op, np.array(shape, np.int32), w, dy)
         compare(gw.op, x, np.array(w.shape, np.int32), dy)
+
+
+@SETTINGS
+@given(hw=st.tuples(st.integers(7, 9), st.integers(7, 9)), c=st.integers(5, 12),
+       k=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       strides=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       dil=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.sampled_from(["SAME", "VALID"]), seed=st.integers(0, 2 ** 31))
+def test_backprop_input_gathers_patch_gradients(hw, c, k, strides, dil, padding, seed):
+    """The compiled col2im path (more than FEW_CHANNELS channels, outputs above
+    CONV_MIN_SIZE): every input position sums the patch entries that read it."""
+    rng = np.random.default_rng(seed)
+    shape, m = (4, *hw, c), 64
+    w = rng.standard_normal((*k, c, m)).astype(np.float32)
+    with df.Graph().as_default():
+        px = df.placeholder(df.float32, shape)
+        y = df.nn.conv2d(px, df.constant(w), [1, *strides, 1], padding,
+                         dilations=[1, *dil, 1])
+        (gx,) = df.gradients(y, [px])
+        dy = rng.standard_normal(y.shape.as_list()).astype(np.float32)
+        assert dy.size >= conv.CONV_MIN_SIZE and c > conv.FEW_CHANNELS
+        compare(gx.op, np.array(shape, np.int32), w, dy)
 
 
 @SETTINGS

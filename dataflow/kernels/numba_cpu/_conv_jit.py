@@ -61,38 +61,43 @@ def im2col(x, cols, g):
 
 @njit(**_JIT)
 def col2im(cols, dx, g):
-    """``dx`` (zeroed by the caller) += each patch row at the positions it came from."""
+    """``dx`` = the sum of each patch row at the positions it came from (``dx`` need not
+    be zeroed: every element is written once).
+
+    A gather: each input position adds up the patch entries that read it (at most
+    ``kh * kw`` runs of ``c`` values), in a register-sized accumulator row. Scattering
+    every patch row into ``dx`` instead read and wrote each ``dx`` element once per tap;
+    on the convnet's conv2 backprop (``[64, 4, 4, 16]``, 3x3) that took 68 µs against 25.
+    """
     kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
     n, h, w, c = dx.shape
-    df = dx.reshape(-1)
-    cf = cols.reshape(-1)
-    kc = kw * c
-    width = kh * kc
-    row = 0
     for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                q0 = j * sw - pl
-                whole = dw == 1 and q0 >= 0 and q0 + kw <= w
+        for r in range(h):
+            for q in range(w):
+                d = dx[b, r, q]
+                for k in range(c):
+                    d[k] = 0
                 for a in range(kh):
-                    r = i * sh + a * dh - pt
-                    if r < 0 or r >= h:
+                    i = r + pt - a * dh      # = i * sh for the output row i reading r
+                    if sh != 1:              # (a division costs more than the adds)
+                        if i < 0 or i % sh != 0:
+                            continue
+                        i //= sh
+                    if i < 0 or i >= oh:
                         continue
-                    src = row * width + a * kc
-                    dst = ((b * h + r) * w) * c
-                    if whole:
-                        dst += q0 * c
-                        for t in range(kc):
-                            df[dst + t] += cf[src + t]
-                        continue
+                    row0 = (b * oh + i) * ow
                     for e in range(kw):
-                        q = q0 + e * dw
-                        if 0 <= q < w:
-                            d = dst + q * c
-                            s0 = src + e * c
-                            for k in range(c):
-                                df[d + k] += cf[s0 + k]
-                row += 1
+                        j = q + pl - e * dw
+                        if sw != 1:
+                            if j < 0 or j % sw != 0:
+                                continue
+                            j //= sw
+                        if j < 0 or j >= ow:
+                            continue
+                        src = cols[row0 + j]
+                        off = (a * kw + e) * c
+                        for k in range(c):
+                            d[k] += src[off + k]
 
 
 @njit(**_JIT)

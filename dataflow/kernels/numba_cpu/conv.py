@@ -2,7 +2,7 @@
 
 Conv2D and its two backprops are *im2col + BLAS*: the patch matrix is built (padding
 written as zeros, never materialized in the input), one GEMM does the arithmetic, and a
-compiled ``col2im`` scatters patch gradients back. For inputs with few channels the
+compiled ``col2im`` gathers patch gradients back. For inputs with few channels the
 patch matrix is built transposed by a compiled loop running along output rows (the
 row layout's inner loop would be ``c`` values long). On the 8x8-digits convnet's shapes
 im2col + BLAS beat a direct compiled loop (``python -m benchmarks.conv_table``): BLAS
@@ -110,10 +110,11 @@ def _conv2d_backprop_input(ctx, ref):
             return ref(sizes, w, dout)
         o = w.shape[3]
         w2, d2 = w.reshape(-1, o), dout.reshape(-1, o)
-        dx = np.zeros(shape, dt)
         if g.c <= FEW_CHANNELS:
+            dx = np.zeros(shape, dt)
             _COL2IM_T(w2 @ d2.T, dx, _tuple(g))
         else:
+            dx = np.empty(shape, dt)  # col2im writes every element
             _COL2IM(d2 @ w2.T, dx, _tuple(g))
         return dx
     return backprop_input
