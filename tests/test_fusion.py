@@ -32,6 +32,7 @@ BUILD = {
     "SquaredDifference": df.squared_difference,
     "TanhGrad": lambda y, dy: _activation_grad("TanhGrad", y, dy),
     "SigmoidGrad": lambda y, dy: _activation_grad("SigmoidGrad", y, dy),
+    "ReluGrad": lambda dy, x: _activation_grad("ReluGrad", dy, x),
     "Neg": df.negative, "Square": df.square, "Sqrt": df.sqrt, "Rsqrt": df.rsqrt,
     "Abs": df.abs, "Reciprocal": df.reciprocal, "Relu": df.nn.relu,
     "Exp": df.exp, "Log": df.log, "Tanh": df.tanh, "Sigmoid": df.sigmoid,
@@ -48,7 +49,7 @@ def _activation_grad(op_type, y, dy):
 TRANSCENDENTAL = ["Exp", "Log", "Tanh", "Sigmoid"]
 EXACT_UNARY = ["Neg", "Square", "Sqrt", "Rsqrt", "Abs", "Reciprocal", "Relu"]
 BINARY = ["AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference",
-          "TanhGrad", "SigmoidGrad"]
+          "TanhGrad", "SigmoidGrad", "ReluGrad"]
 
 # float64 versions of every op, for the error bound of approximated expressions.
 F64 = {
@@ -57,6 +58,8 @@ F64 = {
     "SquaredDifference": lambda x, y: (x - y) ** 2,
     "TanhGrad": lambda y, dy: (dy * (1 - y * y) if np.shape(y) == np.shape(dy) else y * dy),
     "SigmoidGrad": lambda y, dy: (dy * y * (1 - y) if np.shape(y) == np.shape(dy) else y * dy),
+    "ReluGrad": lambda dy, x: (np.where(x > 0, dy, 0) if np.shape(x) == np.shape(dy)
+                               else dy * x),
     "Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x),
     "Abs": np.abs, "Reciprocal": lambda x: 1 / x, "Relu": lambda x: np.maximum(x, 0),
     "Exp": np.exp, "Log": np.log, "Tanh": np.tanh, "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
