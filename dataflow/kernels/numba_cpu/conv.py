@@ -194,26 +194,42 @@ def _depthwise_backprop_filter(ctx, ref):
 def _max_pool(ctx, ref):
     dt = _dtype(ctx)
     fn = lazy("_conv_jit", "kernel", "max_pool")
+    fn_2x2 = lazy("_conv_jit", "kernel", "max_pool_2x2")
 
     def max_pool(x):
         if not _ok(dt, x):
             return ref(x)
         g = _pool_geometry(ctx, x.shape)
         out = np.empty((g.n, g.oh, g.ow, g.c), dt)
-        fn(x, out, _tuple(g))
+        if _tiling_2x2(g, x.shape):
+            fn_2x2(x, out)
+        else:
+            fn(x, out, _tuple(g))
         return out
     return max_pool
+
+
+def _tiling_2x2(g, shape):
+    """Whether the pool's windows are 2x2 at stride 2 and tile the input exactly (even
+    height and width, no padding): the case of the ``*_2x2`` pooling loops."""
+    return (g.kh == g.kw == g.sh == g.sw == 2 and g.pt == g.pl == 0
+            and shape[1] == 2 * g.oh and shape[2] == 2 * g.ow)
 
 
 @register_numba("MaxPoolGrad")
 def _max_pool_grad(ctx, ref):
     dt = _dtype(ctx)
     fn = lazy("_conv_jit", "kernel", "max_pool_grad")
+    fn_2x2 = lazy("_conv_jit", "kernel", "max_pool_grad_2x2")
 
     def max_pool_grad(x, y, grad):
         if not _ok(dt, x, grad):
             return ref(x, y, grad)
         g = _pool_geometry(ctx, x.shape)
+        if _tiling_2x2(g, x.shape) and grad.shape == (g.n, g.oh, g.ow, g.c):
+            dx = np.empty(x.shape, dt)   # the windows tile dx: every element is written
+            fn_2x2(x, grad, dx)
+            return dx
         dx = np.zeros(x.shape, dt)
         fn(x, grad, dx, _tuple(g))
         return dx
