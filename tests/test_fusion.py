@@ -32,6 +32,7 @@ BUILD = {
     "SquaredDifference": df.squared_difference,
     "TanhGrad": lambda y, dy: _activation_grad("TanhGrad", y, dy),
     "SigmoidGrad": lambda y, dy: _activation_grad("SigmoidGrad", y, dy),
+    "ReluGrad": lambda dy, x: _activation_grad("ReluGrad", dy, x),
     "Neg": df.negative, "Square": df.square, "Sqrt": df.sqrt, "Rsqrt": df.rsqrt,
     "Abs": df.abs, "Reciprocal": df.reciprocal, "Relu": df.nn.relu,
     "Exp": df.exp, "Log": df.log, "Tanh": df.tanh, "Sigmoid": df.sigmoid,
@@ -48,7 +49,7 @@ def _activation_grad(op_type, y, dy):
 TRANSCENDENTAL = ["Exp", "Log", "Tanh", "Sigmoid"]
 EXACT_UNARY = ["Neg", "Square", "Sqrt", "Rsqrt", "Abs", "Reciprocal", "Relu"]
 BINARY = ["AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference",
-          "TanhGrad", "SigmoidGrad"]
+          "TanhGrad", "SigmoidGrad", "ReluGrad"]
 
 # float64 versions of every op, for the error bound of approximated expressions.
 F64 = {
@@ -57,6 +58,8 @@ F64 = {
     "SquaredDifference": lambda x, y: (x - y) ** 2,
     "TanhGrad": lambda y, dy: (dy * (1 - y * y) if np.shape(y) == np.shape(dy) else y * dy),
     "SigmoidGrad": lambda y, dy: (dy * y * (1 - y) if np.shape(y) == np.shape(dy) else y * dy),
+    "ReluGrad": lambda dy, x: (np.where(x > 0, dy, 0) if np.shape(x) == np.shape(dy)
+                               else dy * x),
     "Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x),
     "Abs": np.abs, "Reciprocal": lambda x: 1 / x, "Relu": lambda x: np.maximum(x, 0),
     "Exp": np.exp, "Log": np.log, "Tanh": np.tanh, "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
@@ -504,13 +507,23 @@ def _tanh_chain_ref(a, b, c):
 
 
 LOOP_OF_LAYOUT = {"flat": None, "rows": "rows", "bias_split": "rows", "broadcast": 2,
-                  "transposed": 2, "split": None}
+                  "transposed": 2, "split": None, "column_slices": "rows",
+                  "column_slices_split": "rows", "column_slices_3d": "rows",
+                  "row_gaps_3d": 3}
+
+
+def _column_slice(rng, shape, extra=13, offset=5):
+    """A view of ``shape`` whose rows are contiguous but ``extra`` elements apart (a column
+    slice of a wider matrix, as an LSTM's gates are cut from one matmul)."""
+    wide = rng.standard_normal(shape[:-1] + (shape[-1] + extra,)).astype(np.float32)
+    return wide[..., offset:offset + shape[-1]]
 
 
 @pytest.mark.parametrize("layout", list(LOOP_OF_LAYOUT))
 def test_compiled_loop_layouts(layout):
     rng = np.random.default_rng(1)
-    n = fused.PARALLEL_MIN_SIZE + 7 if layout in ("split", "bias_split") else 5000
+    n = (fused.PARALLEL_MIN_SIZE + 7 if layout in ("split", "bias_split", "column_slices_split")
+         else 5000)
     a = rng.standard_normal((n // 50, 50)).astype(np.float32)
     b = rng.standard_normal(a.shape).astype(np.float32)
     c = rng.standard_normal(a.shape).astype(np.float32)
@@ -520,11 +533,21 @@ def test_compiled_loop_layouts(layout):
         b, c = b[:, :1], np.float32(0.25)
     elif layout == "transposed":
         a, b, c = a.T, b.T, c.T
+    elif layout in ("column_slices", "column_slices_split"):  # strided rows, a bias
+        a, b, c = _column_slice(rng, a.shape), _column_slice(rng, a.shape, 1, 0), b[0]
+    elif layout == "column_slices_3d":      # leading axes that merge into one
+        a, b = _column_slice(rng, (10, 10, 50)), _column_slice(rng, (10, 10, 50), 3, 3)
+        c = rng.standard_normal(a.shape).astype(np.float32)
+    elif layout == "row_gaps_3d":           # leading axes that do not merge: loop nest
+        a = rng.standard_normal((10, 12, 50)).astype(np.float32)[:, :10]
+        b, c = a + 1, np.float32(0.5)
     fn = fused.python_function(_expr(TANH_CHAIN, 3))
     fn.__globals__["_compiled"].kernels.clear()  # the function is cached across layouts
     out = fn(a, b, c)
     loops = {key[1] for key in fn.__globals__["_compiled"].kernels}
     assert LOOP_OF_LAYOUT[layout] in loops
+    if layout.startswith("column_slices"):
+        assert {key[0] for key in fn.__globals__["_compiled"].kernels} & {"wwr", "wwa"}
     ref = _tanh_chain_ref(a, b, c)
     assert out.shape == ref.shape and out.dtype == np.float32
     # tanh within 3 ulp of its value, then * 0.5 + a: a few ulp of the result's scale.

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataflow as df
-from dataflow.kernels.numba_cpu import _dispatch
+from dataflow.kernels.numba_cpu import _conv_jit as jit
+from dataflow.kernels.numba_cpu import _dispatch, conv
 from dataflow.kernels.numba_cpu._dispatch import reference_kernel
 from dataflow.kernels.registry import KernelContext, find_kernel
 
@@ -72,6 +73,28 @@ def test_conv2d_and_backprops(cs, m, seed):
 
 
 @SETTINGS
+@given(hw=st.tuples(st.integers(7, 9), st.integers(7, 9)), c=st.integers(5, 12),
+       k=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       strides=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       dil=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.sampled_from(["SAME", "VALID"]), seed=st.integers(0, 2 ** 31))
+def test_backprop_input_gathers_patch_gradients(hw, c, k, strides, dil, padding, seed):
+    """The compiled col2im path (more than FEW_CHANNELS channels, outputs above
+    CONV_MIN_SIZE): every input position sums the patch entries that read it."""
+    rng = np.random.default_rng(seed)
+    shape, m = (4, *hw, c), 64
+    w = rng.standard_normal((*k, c, m)).astype(np.float32)
+    with df.Graph().as_default():
+        px = df.placeholder(df.float32, shape)
+        y = df.nn.conv2d(px, df.constant(w), [1, *strides, 1], padding,
+                         dilations=[1, *dil, 1])
+        (gx,) = df.gradients(y, [px])
+        dy = rng.standard_normal(y.shape.as_list()).astype(np.float32)
+        assert dy.size >= conv.CONV_MIN_SIZE and c > conv.FEW_CHANNELS
+        compare(gx.op, np.array(shape, np.int32), w, dy)
+
+
+@SETTINGS
 @given(cs=case(), m=st.integers(1, 3), seed=st.integers(0, 2 ** 31))
 def test_depthwise_and_backprops(cs, m, seed):
     shape, (kh, kw), dil, padding, strides, dtype = cs
@@ -105,6 +128,39 @@ def test_pools_and_gradients(cs, seed):
         compare(ap.op, x)
         compare(gm.op, x, kernel_pair(mp.op)[1](x), dy)   # sums of routed gradients
         compare(ga.op, np.array(shape, np.int32), dy)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("shape", [(64, 8, 8, 16), (3, 4, 6, 5), (2, 5, 7, 3)])
+def test_tiling_2x2_max_pools_match_the_general_loops(dtype, padding, shape):
+    """The 2x2 stride-2 loops (windows tiling an even input; odd sizes take the general
+    loop) against the reference kernels, ties included, and against the general
+    compiled loops with NaNs in the input."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, shape).astype(dtype)   # many ties
+    with df.Graph().as_default():
+        px = df.placeholder(dtype, shape)
+        mp = df.nn.max_pool(px, [1, 2, 2, 1], [1, 2, 2, 1], padding)
+        gm = df.gradients(mp, px)[0]
+        dy = rng.standard_normal(mp.shape.as_list()).astype(dtype)
+        dy.reshape(-1)[::7] = np.inf                # no NaN from a zeroed inf
+        compare(mp.op, x.copy(), exact=True)
+        compare(gm.op, x.copy(), kernel_pair(mp.op)[1](x), dy.copy(), exact=True)
+    n, h, w, c = shape
+    if h % 2 or w % 2:
+        return
+    x = rng.standard_normal(shape).astype(dtype)
+    x.reshape(-1)[rng.integers(0, x.size, x.size // 5)] = np.nan
+    g = (2, 2, 2, 2, 1, 1, 0, 0, h // 2, w // 2)
+    want_y, got_y = (np.empty((n, h // 2, w // 2, c), dtype) for _ in range(2))
+    jit.max_pool(x, want_y, g)
+    jit.max_pool_2x2(x, got_y)
+    np.testing.assert_array_equal(got_y, want_y)
+    want, got = np.zeros(shape, dtype), np.full(shape, np.nan, dtype)
+    jit.max_pool_grad(x, dy, want, g)
+    jit.max_pool_grad_2x2(x, dy, got)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_sessions_with_and_without_compiled_kernels_agree():

@@ -154,6 +154,7 @@ EXACT_BINARY = [("AddV2", lambda x, y: x + y, F32), ("Sub", lambda x, y: x - y, 
                 ("SquaredDifference", df.squared_difference, F32),
                 ("TanhGrad", lambda y, dy: df.gradients(df.tanh(y), y, dy)[0], F32),
                 ("SigmoidGrad", lambda y, dy: df.gradients(df.sigmoid(y), y, dy)[0], F32),
+                ("ReluGrad", lambda x, dy: df.gradients(df.nn.relu(x), x, dy)[0], F32),
                 ("Sub", lambda x, y: x - y, F64)]
 
 
@@ -316,6 +317,34 @@ def test_softmax_xent_both_row_kernels_match_numpy(shape):
     z[0, 0], z[1, :] = np.nan, -np.inf
     with np.errstate(all="ignore"):
         assert_same(ours(z, y), ref(z, y), **tol)
+
+
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype, shape", [(F32, (64, 10)), (F64, (30, 100)), (F32, (4, 3, 7))])
+def test_sparse_softmax_xent_matches_numpy(dtype, shape, label_dtype):
+    ours, ref = kernels(lambda z, y: df.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=y, logits=z), [dtype, label_dtype])
+    rng = np.random.default_rng(2)
+    z = (rng.standard_normal(shape) * 5).astype(dtype)
+    y = rng.integers(0, shape[-1], shape[:-1]).astype(label_dtype)
+    # A loss near 0 is logsumexp(z) - z_y: absolute rounding of a few ulps of |z|.
+    tol = dict(rtol=NN_TOL[dtype]["rtol"], atol=8 * np.finfo(dtype).eps * np.abs(z).max())
+    assert_same(ours(z, y), ref(z, y), **tol)
+    flat = z.reshape(-1, shape[-1])
+    flat[0, 0], flat[1, :] = np.nan, -np.inf
+    with np.errstate(all="ignore"):
+        assert_same(ours(z, y), ref(z, y), **tol)
+
+
+def test_sparse_softmax_xent_label_out_of_range_raises_numpys_error():
+    ours, _ = kernels(lambda z, y: df.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=y, logits=z), [F32, np.int64])
+    z = np.zeros((40, 10), F32)
+    y = np.zeros(40, np.int64)
+    y[7] = 10
+    with pytest.raises(df.errors.InvalidArgumentError, match="label value of 10 which is "
+                       r"outside the valid range of \[0, 10\)"):
+        ours(z, y)
 
 
 def test_softmax_inf_and_nan_rows_match_numpy():

@@ -1,7 +1,7 @@
 """Gradients of the neural-network ops (TF's nn_grad)."""
 from __future__ import annotations
 
-from ..ops import array_ops, math_ops, nn_ops
+from ..ops import array_ops, grad_ops, math_ops, nn_ops
 from ..ops.math_ops import reduce_sum
 from .registry import RegisterGradient
 
@@ -13,9 +13,8 @@ def _is_zeros(t) -> bool:
 
 @RegisterGradient("Relu")
 def _relu_grad(op, grad):
-    # A select rather than a multiply by a mask: inf * 0 would give NaN.
-    y = op.outputs[0]
-    return [array_ops.where(math_ops.greater(y, 0), grad, array_ops.zeros_like(grad))]
+    # TF's ReluGrad of the output: one op (a select, so inf * 0 gives no NaN).
+    return [grad_ops.activation_grad("ReluGrad", grad, op.outputs[0])]
 
 
 @RegisterGradient("Elu")

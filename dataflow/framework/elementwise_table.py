@@ -133,6 +133,12 @@ def _relu(x):
     return np.maximum(x, 0).astype(np.asarray(x).dtype, copy=False)
 
 
+def _relu_grad(g, x):
+    # A select, not g * (x > 0): inf * 0 would give NaN.
+    out = np.where(x > 0, g, np.zeros_like(g))
+    return out[()] if out.ndim == 0 else out
+
+
 def _elu(x):
     with np.errstate(over="ignore"):
         out = np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
@@ -227,6 +233,12 @@ def _sigmoid_grad_grad(ops, g, y, dy, z):
     return [g_dy - 2.0 * g_dy * y, ops.activation_grad("SigmoidGrad", y, g)]
 
 
+def _relu_grad_grad(ops, g, dy, x, z):
+    """ReluGrad is linear in the incoming gradient, with the same mask; the features get
+    zeros (piecewise constant), as TF's ``_ReluGradGrad``."""
+    return [ops.activation_grad("ReluGrad", g, x), ops.zeros_like(x)]
+
+
 def _sign_grad(ops, g, x, z):
     # Piecewise constant: zero almost everywhere (TF returns zeros, not None).
     return [ops.zeros_like(x)]
@@ -305,6 +317,10 @@ _ROWS = [
        numpy_passes=2, shape="same", grad=_tanh_grad_grad),
     _O("SigmoidGrad", 2, "float", _sigmoid_grad, None, "({1} * ({0} * (_one - {0})))",
        numpy_passes=2, shape="same", grad=_sigmoid_grad_grad),
+    # TF's ReluGrad(gradients, features): the gradient where the feature (Relu's input or
+    # output) is positive, else 0; one node where Greater, ZerosLike and Select were three.
+    _O("ReluGrad", 2, "numeric", _relu_grad, None, "({0} if {1} > _zero else _zero)",
+       numpy_passes=2, shape="same", grad=_relu_grad_grad),
     # Comparisons and logic.
     _O("Less", 2, "numeric", operator.lt, "less", "({0} < {1})", output="bool"),
     _O("LessEqual", 2, "numeric", operator.le, "less_equal", "({0} <= {1})", output="bool"),

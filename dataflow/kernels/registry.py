@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 __all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
            "registered_device_types", "register_device_type", "device_type_info",
-           "declared_device_types", "device_memory", "kernel_is_parallel", "DeviceType"]
+           "declared_device_types", "device_memory", "kernel_is_parallel",
+           "kernel_is_constant", "DeviceType"]
 
 
 @dataclass
@@ -55,25 +56,29 @@ class _Entry:
     factory: Callable
     parallel: bool = False
     compiled: bool = False
+    constant: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], list[_Entry]] = {}
 
 
 def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0,
-                    parallel: bool = False, compiled: bool = False):
+                    parallel: bool = False, compiled: bool = False, constant: bool = False):
     """Decorator registering a kernel factory for ``op_type`` on ``device`` type.
 
     ``parallel`` marks kernels that use every core themselves (BLAS matmul): the
     executor then never hands them to a worker thread. ``compiled`` marks a faster
     version of a reference kernel registered for the same op (reference lookups skip it).
+    ``constant`` marks kernels that take no inputs and return the same object on every
+    call of one built kernel (a variable's handle): the run plan calls them once and
+    folds the value into their consumers, as it folds a ``Const``.
     """
     from dataflow import dtypes as _dt
     dset = None if dtypes is None else frozenset(_dt.as_dtype(d) for d in dtypes)
 
     def decorate(factory):
         entries = _REGISTRY.setdefault((op_type, device.upper()), [])
-        entries.append(_Entry(dset, priority, factory, parallel, compiled))
+        entries.append(_Entry(dset, priority, factory, parallel, compiled, constant))
         entries.sort(key=lambda e: (e.dtypes is None, -e.priority))
         return factory
 
@@ -151,6 +156,12 @@ def kernel_is_parallel(op, device_type: str = "CPU") -> bool:
     """True if ``op``'s kernel on ``device_type`` uses every core by itself."""
     entry = _find_entry(op, device_type)
     return entry is not None and entry.parallel
+
+
+def kernel_is_constant(op, device_type: str = "CPU") -> bool:
+    """True if ``op``'s kernel on ``device_type`` was registered ``constant``."""
+    entry = _find_entry(op, device_type)
+    return entry is not None and entry.constant
 
 
 def has_kernel(op_type: str, device_type: str = "CPU") -> bool:

@@ -130,7 +130,8 @@ def strided_slice_grad(grad, shape, spec, index_tensors=(), name=None) -> Tensor
 
 # TanhGrad and SigmoidGrad are rows of the elementwise op table (defined by math_ops).
 def activation_grad(op_type, y, dy, name=None):
-    """``TanhGrad`` or ``SigmoidGrad`` of forward output ``y`` and incoming gradient ``dy``."""
+    """``TanhGrad`` or ``SigmoidGrad`` of forward output ``y`` and incoming gradient ``dy``
+    (for ``ReluGrad``, TF's order: the incoming gradient, then the features)."""
     return get_default_graph().create_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)],
                                          name=name or op_type).outputs[0]
 

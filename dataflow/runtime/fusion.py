@@ -50,8 +50,7 @@ __all__ = ["FUSED_OP_TYPE", "FUSABLE", "FusedExpr", "FusedNode", "Fusion", "NO_F
 
 #: Fusable op types and their number of inputs: the rows of the elementwise op table with
 #: compiled scalar code that map floats to a float of the same dtype, elementwise with
-#: NumPy broadcasting. (The Relu gradient is a ``Select`` here, not a ``ReluGrad`` op,
-#: so it is not among them.)
+#: NumPy broadcasting (the Relu gradient, ``ReluGrad``, among them).
 FUSABLE = fusable_ops()
 
 _FLOAT_DTYPES = ("float32", "float64")

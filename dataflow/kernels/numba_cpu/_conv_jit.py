@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._scalar import zero
+
 _JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
 
 
@@ -61,38 +63,43 @@ def im2col(x, cols, g):
 
 @njit(**_JIT)
 def col2im(cols, dx, g):
-    """``dx`` (zeroed by the caller) += each patch row at the positions it came from."""
+    """``dx`` = the sum of each patch row at the positions it came from (``dx`` need not
+    be zeroed: every element is written once).
+
+    A gather: each input position adds up the patch entries that read it (at most
+    ``kh * kw`` runs of ``c`` values), in a register-sized accumulator row. Scattering
+    every patch row into ``dx`` instead read and wrote each ``dx`` element once per tap;
+    on the convnet's conv2 backprop (``[64, 4, 4, 16]``, 3x3) that took 68 µs against 25.
+    """
     kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = g
     n, h, w, c = dx.shape
-    df = dx.reshape(-1)
-    cf = cols.reshape(-1)
-    kc = kw * c
-    width = kh * kc
-    row = 0
     for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                q0 = j * sw - pl
-                whole = dw == 1 and q0 >= 0 and q0 + kw <= w
+        for r in range(h):
+            for q in range(w):
+                d = dx[b, r, q]
+                for k in range(c):
+                    d[k] = 0
                 for a in range(kh):
-                    r = i * sh + a * dh - pt
-                    if r < 0 or r >= h:
+                    i = r + pt - a * dh      # = i * sh for the output row i reading r
+                    if sh != 1:              # (a division costs more than the adds)
+                        if i < 0 or i % sh != 0:
+                            continue
+                        i //= sh
+                    if i < 0 or i >= oh:
                         continue
-                    src = row * width + a * kc
-                    dst = ((b * h + r) * w) * c
-                    if whole:
-                        dst += q0 * c
-                        for t in range(kc):
-                            df[dst + t] += cf[src + t]
-                        continue
+                    row0 = (b * oh + i) * ow
                     for e in range(kw):
-                        q = q0 + e * dw
-                        if 0 <= q < w:
-                            d = dst + q * c
-                            s0 = src + e * c
-                            for k in range(c):
-                                df[d + k] += cf[s0 + k]
-                row += 1
+                        j = q + pl - e * dw
+                        if sw != 1:
+                            if j < 0 or j % sw != 0:
+                                continue
+                            j //= sw
+                        if j < 0 or j >= ow:
+                            continue
+                        src = cols[row0 + j]
+                        off = (a * kw + e) * c
+                        for k in range(c):
+                            d[k] += src[off + k]
 
 
 @njit(**_JIT)
@@ -281,6 +288,59 @@ def max_pool_grad(x, grad, dx, g):
                     gr = grad[b, i, j]
                     for k in range(c):
                         dx[b, br[k], bq[k], k] += gr[k]
+
+
+@njit(**_JIT)
+def max_pool_2x2(x, out):
+    """:func:`max_pool` for 2x2 windows at stride 2 tiling an even-sized input (the
+    common pool): four loads and three selects per output, vectorized across channels
+    (the general loop's window scan does not vectorize: 22 µs against 5 µs for the
+    convnet's ``[64, 8, 8, 16]``). Same rule: the max of values ``> -inf`` by ``>``, so
+    a NaN is never picked."""
+    n, oh, ow, c = out.shape
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for k in range(c):
+                    m = -np.inf
+                    v = x[b, 2 * i, 2 * j, k]
+                    m = v if v > m else m
+                    v = x[b, 2 * i, 2 * j + 1, k]
+                    m = v if v > m else m
+                    v = x[b, 2 * i + 1, 2 * j, k]
+                    m = v if v > m else m
+                    v = x[b, 2 * i + 1, 2 * j + 1, k]
+                    m = v if v > m else m
+                    out[b, i, j, k] = m
+
+
+@njit(**_JIT)
+def max_pool_grad_2x2(x, grad, dx):
+    """:func:`max_pool_grad` for the windows of :func:`max_pool_2x2`: each gradient to
+    its window's first maximum in row-major order (the first value, then any later one
+    ``>`` the running maximum), zeros to the other three. The windows tile ``dx``, so
+    every element is written once (``dx`` need not be zeroed); the winner is a chain
+    of comparisons, so the loop over channels is branch-free."""
+    n, oh, ow, c = grad.shape
+    z = zero(grad[0, 0, 0, 0]) if grad.size else zero(x[0, 0, 0, 0])
+    for b in range(n):
+        for i in range(oh):
+            r0, r1 = 2 * i, 2 * i + 1
+            for j in range(ow):
+                q0, q1 = 2 * j, 2 * j + 1
+                for k in range(c):
+                    v0, v1 = x[b, r0, q0, k], x[b, r0, q1, k]
+                    v2, v3 = x[b, r1, q0, k], x[b, r1, q1, k]
+                    s1 = v1 > v0
+                    m1 = v1 if s1 else v0
+                    s2 = v2 > m1
+                    m2 = v2 if s2 else m1
+                    s3 = v3 > m2
+                    gk = grad[b, i, j, k]
+                    dx[b, r1, q1, k] = gk if s3 else z
+                    dx[b, r1, q0, k] = gk if s2 and not s3 else z
+                    dx[b, r0, q1, k] = gk if s1 and not (s2 or s3) else z
+                    dx[b, r0, q0, k] = gk if not (s1 or s2 or s3) else z
 
 
 @njit(**_JIT)

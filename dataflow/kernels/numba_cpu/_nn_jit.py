@@ -123,6 +123,43 @@ def xent_short_rows(x, labels, loss, backprop):
             backprop[a, j] = backprop[a, j] / s[a] - labels[a, j]
 
 
+@njit(**_JIT)
+def sparse_xent_rows(x, labels, loss, backprop):
+    """:func:`xent_short_rows` with integer class labels: ``loss[a] = lse - (x[a, y] - m)``
+    and ``backprop[a] = softmax(x[a]) - onehot(y)``. Returns the first row whose label is
+    outside ``[0, n)`` (nothing is written then), or -1."""
+    rows, n = x.shape
+    for a in range(rows):
+        if labels[a] < 0 or labels[a] >= n:
+            return a
+    m = np.empty(rows, x.dtype)
+    for a in range(rows):
+        mx = x[a, 0]
+        for j in range(1, n):
+            v = x[a, j]
+            mx = v if (v > mx or v != v) else mx   # a NaN sticks, as in np.max
+        m[a] = mx
+    for a in range(rows):
+        for j in range(n):
+            backprop[a, j] = x[a, j] - m[a]
+    flat = backprop.reshape(-1)   # in place, written out: see xent_short_rows
+    for i in range(flat.size):
+        flat[i] = approx.exp(flat[i])
+    s = np.empty(rows, x.dtype)
+    for a in range(rows):
+        acc = zero(m[0])
+        for j in range(n):
+            acc += backprop[a, j]
+        s[a] = acc
+    for a in range(rows):
+        loss[a] = approx.log(s[a]) - (x[a, labels[a]] - m[a])
+    for a in range(rows):
+        for j in range(n):
+            backprop[a, j] = backprop[a, j] / s[a]
+        backprop[a, labels[a]] -= 1
+    return -1
+
+
 def kernel(name):
     """The compiled kernel called ``name`` (for :func:`._dispatch.lazy`)."""
     return globals()[name]

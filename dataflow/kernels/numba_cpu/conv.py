@@ -2,7 +2,7 @@
 
 Conv2D and its two backprops are *im2col + BLAS*: the patch matrix is built (padding
 written as zeros, never materialized in the input), one GEMM does the arithmetic, and a
-compiled ``col2im`` scatters patch gradients back. For inputs with few channels the
+compiled ``col2im`` gathers patch gradients back. For inputs with few channels the
 patch matrix is built transposed by a compiled loop running along output rows (the
 row layout's inner loop would be ``c`` values long). On the 8x8-digits convnet's shapes
 im2col + BLAS beat a direct compiled loop (``python -m benchmarks.conv_table``): BLAS
@@ -13,6 +13,8 @@ GEMM to hand them to). Results equal the NumPy kernels' up to summation order.
 >>> df.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")   # doctest: +SKIP
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -40,14 +42,23 @@ def _dtype(ctx, i=0):
     return np.dtype(ctx.input_dtypes[i].as_numpy_dtype)
 
 
+@functools.lru_cache(maxsize=1024)
+def _geometry(in_shape, kh, kw, strides, dilations, padding):
+    """One shared (read-only) :class:`Geometry` per distinct window op shape: a step
+    runs the same shapes every time, and building one cost ~4 µs per kernel call."""
+    return Geometry(in_shape, kh, kw, strides, dilations, padding)
+
+
 def _conv_geometry(ctx, in_shape, filter_shape):
-    return Geometry(in_shape, filter_shape[0], filter_shape[1], ctx.attr("strides"),
-                    ctx.attr("dilations"), ctx.attr("padding"))
+    return _geometry(tuple(in_shape), int(filter_shape[0]), int(filter_shape[1]),
+                     tuple(ctx.attr("strides")), tuple(ctx.attr("dilations")),
+                     ctx.attr("padding"))
 
 
 def _pool_geometry(ctx, in_shape):
     k = ctx.attr("ksize")
-    return Geometry(in_shape, k[1], k[2], ctx.attr("strides"), (1, 1, 1, 1), ctx.attr("padding"))
+    return _geometry(tuple(in_shape), int(k[1]), int(k[2]), tuple(ctx.attr("strides")),
+                     (1, 1, 1, 1), ctx.attr("padding"))
 
 
 def _ints(v):
@@ -110,10 +121,11 @@ def _conv2d_backprop_input(ctx, ref):
             return ref(sizes, w, dout)
         o = w.shape[3]
         w2, d2 = w.reshape(-1, o), dout.reshape(-1, o)
-        dx = np.zeros(shape, dt)
         if g.c <= FEW_CHANNELS:
+            dx = np.zeros(shape, dt)
             _COL2IM_T(w2 @ d2.T, dx, _tuple(g))
         else:
+            dx = np.empty(shape, dt)  # col2im writes every element
             _COL2IM(d2 @ w2.T, dx, _tuple(g))
         return dx
     return backprop_input
@@ -193,26 +205,42 @@ def _depthwise_backprop_filter(ctx, ref):
 def _max_pool(ctx, ref):
     dt = _dtype(ctx)
     fn = lazy("_conv_jit", "kernel", "max_pool")
+    fn_2x2 = lazy("_conv_jit", "kernel", "max_pool_2x2")
 
     def max_pool(x):
         if not _ok(dt, x):
             return ref(x)
         g = _pool_geometry(ctx, x.shape)
         out = np.empty((g.n, g.oh, g.ow, g.c), dt)
-        fn(x, out, _tuple(g))
+        if _tiling_2x2(g, x.shape):
+            fn_2x2(x, out)
+        else:
+            fn(x, out, _tuple(g))
         return out
     return max_pool
+
+
+def _tiling_2x2(g, shape):
+    """Whether the pool's windows are 2x2 at stride 2 and tile the input exactly (even
+    height and width, no padding): the case of the ``*_2x2`` pooling loops."""
+    return (g.kh == g.kw == g.sh == g.sw == 2 and g.pt == g.pl == 0
+            and shape[1] == 2 * g.oh and shape[2] == 2 * g.ow)
 
 
 @register_numba("MaxPoolGrad")
 def _max_pool_grad(ctx, ref):
     dt = _dtype(ctx)
     fn = lazy("_conv_jit", "kernel", "max_pool_grad")
+    fn_2x2 = lazy("_conv_jit", "kernel", "max_pool_grad_2x2")
 
     def max_pool_grad(x, y, grad):
         if not _ok(dt, x, grad):
             return ref(x, y, grad)
         g = _pool_geometry(ctx, x.shape)
+        if _tiling_2x2(g, x.shape) and grad.shape == (g.n, g.oh, g.ow, g.c):
+            dx = np.empty(x.shape, dt)   # the windows tile dx: every element is written
+            fn_2x2(x, grad, dx)
+            return dx
         dx = np.zeros(x.shape, dt)
         fn(x, grad, dx, _tuple(g))
         return dx

@@ -1,5 +1,6 @@
-"""Numba kernels of Softmax, LogSoftmax and SoftmaxCrossEntropyWithLogits (float32,
-float64), over the last axis of C-contiguous arrays.
+"""Numba kernels of Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits and
+SparseSoftmaxCrossEntropyWithLogits (float32, float64), over the last axis of
+C-contiguous arrays.
 
 They use :func:`dataflow.kernels.approx.exp` and sum rows in blocks, so results differ from
 the NumPy kernels by the approximation's bound plus summation rounding (the tests
@@ -69,3 +70,25 @@ def _softmax_xent(ctx, ref):
                                             loss.reshape(-1), backprop.reshape(-1, n))
         return (loss if loss.ndim else loss[()]), backprop
     return softmax_xent
+
+
+@register_numba("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_softmax_xent(ctx, ref):
+    """Loss and backprop in one compiled pass over the block (the NumPy kernel's eight
+    array operations took 20 µs on the convnet's 64 x 10 logits); a label out of range
+    goes back to the NumPy kernel, which raises its error."""
+    dt = np.dtype(ctx.input_dtypes[0].as_numpy_dtype)
+    fn = lazy("_nn_jit", "kernel", "sparse_xent_rows")
+
+    def sparse_softmax_xent(logits, labels):
+        if not _usable(logits, dt) or type(labels) is not _ndarray \
+                or labels.shape != logits.shape[:-1] or labels.dtype.kind != "i":
+            return ref(logits, labels)
+        n = logits.shape[-1]
+        backprop = np.empty(logits.shape, dt)
+        loss = np.empty(logits.shape[:-1], dt)
+        if fn(logits.reshape(-1, n), labels.reshape(-1), loss.reshape(-1),
+              backprop.reshape(-1, n)) >= 0:
+            return ref(logits, labels)
+        return (loss if loss.ndim else loss[()]), backprop
+    return sparse_softmax_xent

@@ -8,7 +8,7 @@ from ..registry import register_kernel
 from ..resources import VariableCell  # a leaf module: the runtime uses it too
 
 
-@register_kernel("VarHandleOp")
+@register_kernel("VarHandleOp", constant=True)   # the handle never changes: folded
 def _handle(ctx):
     name = ctx.attr("shared_name")
     cell = ctx.resources.get(name)
