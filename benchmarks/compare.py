@@ -1,7 +1,7 @@
 """One table of dataflow's kernels against NumPy and, when installed, TF1, JAX and PyTorch.
 
     python -m benchmarks.compare [--repeats 7] [--quick] [--no-frameworks]
-                                 [--only kernels|fusion|training|frameworks] [--isolated]
+                                 [--only kernels|fusion|training|frameworks|loops] [--isolated]
 
     python -m benchmarks.compare --only frameworks --isolated --repeats 5 [--threads 1]
                                  [--workloads convnet_step,conv2d_fwd,conv2d_bwd]
@@ -20,7 +20,10 @@ Sections:
   optional ``compare`` extra), with ratios to ours, plus convolution: one Adam step
   (dropout on) of ``examples/tf1/convnet.py`` on a batch of 64 digits -- TF1 runs the
   very same program source -- and a ``[64, 8, 8, 16] * [3, 3, 16, 32]`` SAME conv2d
-  forward and backward (both backprops).
+  forward and backward (both backprops);
+* ``--only loops``: the scalar and cond-in-while loops (and the latter's gradient) with
+  compiled loop frames, interpreted, in plain Python, TF1 and JAX ``jit``
+  (:func:`benchmarks.loops.compare_section`).
 
 Every figure is a median of interleaved repeats: the machine is shared and noisy.
 
@@ -279,7 +282,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="small sizes, no frameworks")
     ap.add_argument("--no-frameworks", action="store_true")
-    ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks"],
+    ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks", "loops"],
                     help="print one section")
     ap.add_argument("--isolated", action="store_true",
                     help="frameworks section: each column in its own fresh process")
@@ -309,7 +312,10 @@ def main(argv=None):
         ("Across frameworks", lambda: frameworks_section(
             args.repeats, args.quick, not args.no_frameworks, args.isolated, args.threads)),
     ]
-    keys = ["kernels", "fusion", "training", "frameworks"]
+    from . import loops
+    sections.append(("Loops compiled, against TF1 and JAX jit",
+                     lambda: loops.compare_section(args.repeats)))
+    keys = ["kernels", "fusion", "training", "frameworks", "loops"]
     for key, (title, fn) in zip(keys, sections):
         if args.only and key != args.only:
             continue

@@ -47,6 +47,7 @@ LAYER_OF = {
     "dataflow.viz": "viz",
     "dataflow.partition": "partition",
     "dataflow.memory": "memory",
+    "dataflow.loopc": "loopc",           # the loop compiler: runtime + kernels (Numba)
     "dataflow": "api",                   # the root package re-exports everything
     "dataflow.cli": "cli",
     "dataflow.__main__": "cli",
@@ -69,7 +70,8 @@ MAY_IMPORT = {
     "viz": {"train", "runtime", "kernels", "spec"},
     "partition": {"viz"},
     "memory": {"framework", "kernel_registry"},
-    "api": {"partition", "memory"},
+    "loopc": {"runtime", "kernels"},
+    "api": {"partition", "memory", "loopc"},
     "cli": {"api"},
     "benchmarks": {"cli"},
 }
