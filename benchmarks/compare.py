@@ -1,7 +1,7 @@
 """One table of dataflow's kernels against NumPy and, when installed, TF1, JAX and PyTorch.
 
     python -m benchmarks.compare [--repeats 7] [--quick] [--no-frameworks]
-                                 [--only kernels|fusion|training|frameworks|tracer]
+                                 [--only kernels|fusion|training|frameworks|loops|tracer]
                                  [--isolated]
 
     python -m benchmarks.compare --only tracer [--tracer-steps 60] [--threads 1]
@@ -23,7 +23,10 @@ Sections:
   optional ``compare`` extra), with ratios to ours, plus convolution: one Adam step
   (dropout on) of ``examples/tf1/convnet.py`` on a batch of 64 digits -- TF1 runs the
   very same program source -- and a ``[64, 8, 8, 16] * [3, 3, 16, 32]`` SAME conv2d
-  forward and backward (both backprops).
+  forward and backward (both backprops);
+* ``--only loops``: the scalar and cond-in-while loops (and the latter's gradient) with
+  compiled loop frames, interpreted, in plain Python, TF1 and JAX ``jit``
+  (:func:`benchmarks.loops.compare_section`).
 
 * tracer (only with ``--only tracer``: minutes of compilation): the eight imperative
   programs of examples/imperative ported to TF2, JAX and PyTorch, each run eagerly
@@ -290,7 +293,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small sizes, no frameworks")
     ap.add_argument("--no-frameworks", action="store_true")
     ap.add_argument("--only", choices=["kernels", "fusion", "training", "frameworks",
-                                       "tracer"],
+                                       "loops", "tracer"],
                     help="print one section (tracer: only when named here)")
     ap.add_argument("--isolated", action="store_true",
                     help="frameworks section: each column in its own fresh process")
@@ -332,7 +335,10 @@ def main(argv=None):
             args.tracer_steps, only=args.tracer_only and set(args.tracer_only.split(",")),
             threads=args.threads)),
     ]
-    keys = ["kernels", "fusion", "training", "frameworks", "tracer"]
+    from . import loops
+    sections.append(("Loops compiled, against TF1 and JAX jit",
+                     lambda: loops.compare_section(args.repeats)))
+    keys = ["kernels", "fusion", "training", "frameworks", "tracer", "loops"]
     for key, (title, fn) in zip(keys, sections):
         if args.only != key and (args.only or key == "tracer"):
             continue

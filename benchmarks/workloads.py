@@ -15,12 +15,12 @@ import numpy as np
 import dataflow as df
 
 
-def make_scalar_loop(n=100_000):
+def make_scalar_loop(n=100_000, config=None):
     """``i = 0; while i < n: i = i + 1``."""
     g = df.Graph()
     with g.as_default():
         result = df.while_loop(lambda i: i < n, lambda i: i + 1, [0])
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
 
     def ours():
         return sess.run(result)
@@ -65,7 +65,7 @@ def make_rnn_loop(steps=1000, batch=32, hidden=256, seed=0, config=None):
     return ours, baseline, steps
 
 
-def make_cond_in_while(n=10_000):
+def make_cond_in_while(n=10_000, config=None):
     """A loop whose body branches on the parity of the counter."""
     g = df.Graph()
     with g.as_default():
@@ -73,7 +73,7 @@ def make_cond_in_while(n=10_000):
             acc = df.cond(df.equal(i % 2, 0), lambda: acc + 3, lambda: acc - 1)
             return i + 1, acc
         _, result = df.while_loop(lambda i, acc: i < n, body, (0, 0))
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
 
     def ours():
         return sess.run(result)
@@ -142,7 +142,7 @@ def make_rnn_grad(steps=1000, batch=32, hidden=256, seed=0, config=None):
     return ours, baseline, steps, g
 
 
-def make_cond_in_while_grad(n=10_000):
+def make_cond_in_while_grad(n=10_000, config=None):
     """The cond-in-while loop with its gradient: d(acc)/d(w) where the branches use w."""
     g = df.Graph()
     with g.as_default():
@@ -153,7 +153,7 @@ def make_cond_in_while_grad(n=10_000):
             return i + 1, acc
         _, result = df.while_loop(lambda i, acc: i < n, body, (0, df.constant(0.0, df.float64)))
         (grad_w,) = df.gradients(result, [w])
-    sess = df.Session(graph=g)
+    sess = df.Session(graph=g, config=config)
 
     def ours():
         return sess.run(grad_w, feed_dict={w: 1.5})

@@ -25,6 +25,12 @@ import dataflow as df
 
 SEED_VARIABLE = "DATAFLOW_TEST_SEED"
 
+# Loops are compiled by default (ConfigProto.compile_loops, dataflow/loopc), a frame's first
+# run interpreted while a thread compiles it. The suite's own loops run interpreted unless
+# a test says otherwise (tests/test_loop_compiler.py does), so its time does not depend on
+# hundreds of background Numba compiles; DATAFLOW_COMPILE_LOOPS=1 runs it with the default.
+os.environ.setdefault("DATAFLOW_COMPILE_LOOPS", "0")
+
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])

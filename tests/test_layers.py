@@ -48,6 +48,7 @@ LAYER_OF = {
     "dataflow.partition": "partition",
     "dataflow.tracer": "partition",      # df.function: stands on runtime, autodiff, train
     "dataflow.memory": "memory",
+    "dataflow.loopc": "loopc",           # the loop compiler: runtime + kernels (Numba)
     "dataflow": "api",                   # the root package re-exports everything
     "dataflow.cli": "cli",
     "dataflow.__main__": "cli",
@@ -70,7 +71,8 @@ MAY_IMPORT = {
     "viz": {"train", "runtime", "kernels", "spec"},
     "partition": {"viz"},
     "memory": {"framework", "kernel_registry"},
-    "api": {"partition", "memory"},
+    "loopc": {"runtime", "kernels"},
+    "api": {"partition", "memory", "loopc"},
     "cli": {"api"},
     "benchmarks": {"cli"},
 }

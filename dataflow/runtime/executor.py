@@ -282,6 +282,12 @@ class Executor:
         self.offloaded = 0          # kernels run on worker threads (stats)
         self.last_launched = None
         self.root_iteration = None
+        # Compiled frames (FramePlan.compiled): Enter tokens gathered per (parent
+        # iteration, frame name) until the frame's last Enter arrives, and a list that
+        # gets (frame name, None or why interpreted) per frame run (RunMetadata).
+        self._gathering = {}
+        self.loop_log = None
+        self.interpret_loops = False   # True: ignore compiled frames (traced steps)
 
     # -- driver ------------------------------------------------------------------------------
     def run(self, deadline=None):
@@ -528,6 +534,38 @@ class Executor:
 
     # -- the control-flow primitives ---------------------------------------------------------
     def _enter(self, gid, edges, value, node_dead, it):
+        child_plan, is_constant = self.plan.enter_info[gid]
+        if child_plan.compiled is not None and not self.interpret_loops:
+            self._enter_compiled(child_plan, gid, edges, value, node_dead, it)
+            return
+        self._enter_interpreted(gid, edges, value, node_dead, it)
+
+    def _enter_compiled(self, child_plan, gid, edges, value, node_dead, it):
+        """An Enter of a compiled frame: gather the Enter tokens of this parent iteration;
+        at the last one, the runner runs the whole frame and its Exits' values are
+        delivered to ``it`` (live, or dead for a loop on an untaken branch). When the
+        runner declines (see dataflow/loopc/runner.py) the gathered Enters are replayed
+        into the interpreted frame, in their order of arrival."""
+        key = (it, child_plan.name)
+        gathered = self._gathering.get(key)
+        if gathered is None:
+            gathered = self._gathering[key] = []
+            it.outstanding_frames += 1      # the parent iteration waits for the frame
+        gathered.append((gid, edges, value, node_dead))
+        if len(gathered) < child_plan.num_enters:
+            return
+        del self._gathering[key]
+        it.outstanding_frames -= 1   # `it` is still running this Enter: no cleanup due here
+        exits = child_plan.compiled.run(gathered, self.loop_log, self.deadline)
+        if exits is None:
+            for g, e, v, d in gathered:
+                self._enter_interpreted(g, e, v, d, it)
+            return
+        nodes = self.nodes
+        for exit_gid, out in exits:
+            self._deliver(nodes[exit_gid].edges, out, 1, out is None, it)
+
+    def _enter_interpreted(self, gid, edges, value, node_dead, it):
         child_plan, is_constant = self.plan.enter_info[gid]
         children = it.children
         if children is None:

@@ -111,6 +111,9 @@ class FramePlan:
     inputs: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     depth: int = 0
+    # The loop compiler's runner of this frame (dataflow.runtime.loop_hook), or None:
+    # the executor then hands the frame's Enter values to it (Executor._enter).
+    compiled: object = None
 
 
 @dataclass(eq=False)
@@ -139,6 +142,8 @@ class Plan:
     # part of its rendezvous key (set by dataflow.runtime.partitioned; empty otherwise)
     transfers: dict = field(default_factory=dict)
     fusion: object = None     # the elementwise groups fused into single nodes (fusion.py)
+    # frame name -> None (compiled) or why it runs interpreted (dataflow.runtime.loop_hook)
+    loop_report: dict = field(default_factory=dict)
     node_tuples: list = field(init=False, repr=False)   # nodes as plain tuples
 
     def __post_init__(self):

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..framework.graph_analysis import prune
 from .feeds import feed_templates
 from .fusion import fusion_enabled
+from .loop_hook import attach_loop_compiler, compile_loops_mode
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .tracing import StepStatsCollector, make_executor
@@ -85,15 +86,25 @@ class SingleDriver:
         self._pool = pool
 
     @staticmethod
-    def build(graph, tensors, targets, feed_tensors, kernel_for, **plan_options):
-        return build_plan(graph, tensors, targets, feed_tensors, kernel_for, **plan_options)
+    def build(graph, tensors, targets, feed_tensors, kernel_for, compile_loops=None,
+              **plan_options):
+        """The step's plan; ``compile_loops`` (a :func:`~.loop_hook.compile_loops_mode`)
+        lets the loop compiler take its frames."""
+        plan = build_plan(graph, tensors, targets, feed_tensors, kernel_for, **plan_options)
+        attach_loop_compiler(plan, tensors, targets, feed_tensors, compile_loops)
+        return plan
 
-    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None) -> list:
         """Raw fetched values of one step (fed fetches: None); with ``stats`` (a
-        :class:`~.step_stats.StepStats`) the step is traced into it."""
+        :class:`~.step_stats.StepStats`) the step is traced into it; ``loop_log`` (a
+        list) gets ``(frame name, None or why interpreted)`` per loop frame run."""
         collector = None if stats is None else StepStatsCollector(plan)
-        raw = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
-                            collector=collector).run(deadline)
+        executor = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
+                                 collector=collector)
+        executor.loop_log = loop_log
+        # A traced step records every node execution: its loops run interpreted.
+        executor.interpret_loops = collector is not None
+        raw = executor.run(deadline)
         if collector is not None:
             stats.merge(collector.device_stats())
         return raw
@@ -183,19 +194,25 @@ class StepDriver:
                                           devices=self._devices, **options)
         else:
             plan = self.single.build(graph, tensors, targets, feed_tensors,
-                                     self._kernels.kernel_for, **options)
+                                     self._kernels.kernel_for,
+                                     compile_loops=compile_loops_mode(
+                                         self._config.compile_loops), **options)
         if self._config.log_device_placement:
             self.log_placement(plan)
         return plan
 
-    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None) -> list:
         """Raw fetched values of one step: one executor, or one per partition. With
-        ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it."""
-        driver = self.partitioned if isinstance(plan, PartitionedPlan) else self.single
+        ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it;
+        ``loop_log`` collects how each loop frame ran (single-executor steps)."""
+        if isinstance(plan, PartitionedPlan):
+            driver, extra = self.partitioned, {}
+        else:
+            driver, extra = self.single, {"loop_log": loop_log}
         if self._thread_limit is None:
-            return driver.execute(plan, feed_values, deadline, stats)
+            return driver.execute(plan, feed_values, deadline, stats, **extra)
         with self._thread_limit():
-            return driver.execute(plan, feed_values, deadline, stats)
+            return driver.execute(plan, feed_values, deadline, stats, **extra)
 
     def log_placement(self, plan, file=None):
         """Print ``name: (type): device`` for every node of ``plan``, as TF1's

@@ -33,6 +33,7 @@ from .executor import DEAD
 from .feeds import convert_feeds, fetched_value
 from .host_memory import retain_freed_memory
 from .kernel_resolver import KernelResolver
+from .loop_hook import compile_loops_mode
 from .memory_budget import BudgetGuard
 from .plan_cache import PlanCache
 from .run_modes import StepDriver, WorkerPool
@@ -79,7 +80,11 @@ class ConfigProto:
     compiled step and fed shapes) and raises ResourceExhaustedError naming the largest
     buffers and the peak, before any kernel runs, when the peak exceeds ``N`` bytes
     (a step whose memory cannot be planned, such as a while loop with no known trip
-    count, raises InvalidArgumentError instead of running unchecked):
+    count, raises InvalidArgumentError instead of running unchecked);
+    ``compile_loops`` runs each while-loop frame the loop compiler can take as one
+    Numba function (``dataflow/loopc``): ``None`` (the default) is on unless
+    ``DATAFLOW_COMPILE_LOOPS=0``, with a frame's first run interpreted while a thread
+    compiles it; ``"eager"`` compiles before the first run; ``False`` is off:
 
     >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
     ...     float(sess.run(df.constant(2.0) * 3.0))
@@ -93,7 +98,7 @@ class ConfigProto:
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
-                 partition_mode="threads", memory_budget_bytes=None):
+                 partition_mode="threads", memory_budget_bytes=None, compile_loops=None):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -109,6 +114,10 @@ class ConfigProto:
         # partition's executor on its own thread) or another registered mode.
         self.partition_mode = partition_mode
         self.memory_budget_bytes = _budget(memory_budget_bytes)
+        # Loop frames as compiled functions: None (default: on, tiered), True, "eager",
+        # False (see dataflow/runtime/loop_hook.py).
+        compile_loops_mode(compile_loops)   # a bad value fails here
+        self.compile_loops = compile_loops
 
 
 def _budget(value):
@@ -155,10 +164,18 @@ class RunMetadata:
     """Filled by ``run``: ``step_stats``, a :class:`~.step_stats.StepStats` (TF1's
     structure: ``dev_stats[i].node_stats``), has one record per node execution when the
     run was traced (``RunOptions(trace_level=RunOptions.FULL_TRACE)``) and is empty
-    otherwise."""
+    otherwise.
+
+    ``compiled_frames`` lists the while-loop frames that ran as compiled functions in the
+    run (``ConfigProto.compile_loops``), ``interpreted_frames`` maps each other frame
+    that ran to why it ran interpreted (the op or shape that kept it out, or that its
+    compiled code was not ready yet).
+    """
 
     def __init__(self):
         self.step_stats = StepStats()
+        self.compiled_frames = []
+        self.interpreted_frames = {}
 
 
 class Session:
@@ -234,9 +251,11 @@ class Session:
         tensors = [f for f in mapper.unique if isinstance(f, Tensor)]
         targets = [f for f in mapper.unique if isinstance(f, Operation)]
         stats = self._stats_for(options, run_metadata)
-        _, raw = self._run_step(tensors, targets, feed_dict, options, stats)
+        loop_log = [] if run_metadata is not None else None
+        plan, raw = self._run_step(tensors, targets, feed_dict, options, stats, loop_log)
         if run_metadata is not None:
             run_metadata.step_stats = stats if stats is not None else StepStats()
+            _record_loops(run_metadata, plan, loop_log)
         for observe in list(step_observers()):
             observe(stats)
         devices = self._devices
@@ -249,9 +268,11 @@ class Session:
         gets the step stats of a traced run, as in :meth:`run`)."""
         tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
         stats = self._stats_for(options, run_metadata)
-        _, raw = self._run_step(tensors, [], feed_dict, options, stats)
+        loop_log = [] if run_metadata is not None else None
+        plan, raw = self._run_step(tensors, [], feed_dict, options, stats, loop_log)
         if run_metadata is not None:
             run_metadata.step_stats = stats if stats is not None else StepStats()
+            _record_loops(run_metadata, plan, loop_log)
         devices = self._devices
         return [(None, True) if v is DEAD else (fetched_value(t, v, devices), False)
                 for t, v in zip(tensors, raw)]
@@ -265,7 +286,7 @@ class Session:
             and getattr(options, "trace_level", 0) > RunOptions.NO_TRACE)
         return StepStats() if traced else None
 
-    def _run_step(self, tensors, targets, feed_dict, options, stats=None):
+    def _run_step(self, tensors, targets, feed_dict, options, stats=None, loop_log=None):
         """The one path of ``run`` and ``run_tokens``: ``(plan, raw results)`` in the
         order of ``tensors`` (fed fetches hold their fed values); ``stats``, a StepStats,
         gets the step's statistics (a traced run)."""
@@ -278,10 +299,45 @@ class Session:
                                feed_values)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = self._driver.execute(plan, feed_values, deadline, stats)
+        raw = self._driver.execute(plan, feed_values, deadline, stats, loop_log)
         for j, i in plan.fetch_from_feed.items():
             raw[j] = feed_values[i]
         return plan, raw
+
+
+def _record_loops(run_metadata, plan, loop_log):
+    """Fill ``compiled_frames`` and ``interpreted_frames`` from the plan's loop report
+    and how each frame ran in this step (``loop_log``)."""
+    report = getattr(plan, "loop_report", None) or {}
+    frames = getattr(plan, "frames", None) or {}
+    ran_compiled, why = set(), {}
+    for name, reason in loop_log or ():
+        if reason is None:
+            ran_compiled.add(name)
+        else:
+            why.setdefault(name, reason)
+    # Frames nested in a frame that ran compiled ran inside its function.
+    nested = {name for name, reason in report.items() if reason is None
+              and _inside(frames, name, ran_compiled)}
+    run_metadata.compiled_frames = sorted(ran_compiled | nested)
+    interpreted = {}
+    for name in frames:
+        if not name or name in run_metadata.compiled_frames:
+            continue
+        interpreted[name] = why.get(name) or report.get(name) or (
+            "the loop compiler is off" if not report else
+            "its enclosing frame ran interpreted")
+    run_metadata.interpreted_frames = interpreted
+
+
+def _inside(frames, name, outer):
+    f = frames.get(name)
+    f = f.parent if f is not None else None
+    while f is not None and f.name:
+        if f.name in outer:
+            return True
+        f = f.parent
+    return False
 
 
 class InteractiveSession(Session):

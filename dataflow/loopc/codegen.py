@@ -1,0 +1,538 @@
+"""Code generation: one recognized frame (with its nested frames) as one Python function
+that Numba compiles.
+
+The function mirrors the interpreter's rules instead of pattern-matching syntax: every
+tensor has a value and a *liveness* (a boolean), and every op runs under its liveness,
+so a cond inside the loop (Switch/Merge on one predicate) comes out as
+``if p: ... else: ...`` and a nested loop as a nested ``while``. What the scalar loop
+``while i < n: i += 1`` becomes (names shortened)::
+
+    def frame_fn(a0, flag):
+        tick = 0
+        v1 = a0                      # the loop variable's Merge
+        x0 = False                   # its Exit has not fired
+        while True:
+            v3 = cst((v1 < 100000), 'bool')
+            l4 = truth(v3)           # Switch: output 1 live when the predicate holds
+            if l4:
+                v6 = cst((v1 + 1), 'int32')
+            if not l4:               # Exit: live when output 0 is
+                ...
+            if not l4:               # the NextIterations are dead: the loop is over
+                break
+            v1 = v6
+            ...
+
+Run-time checks hand back to the interpreter (``raise Fallback()``) whatever the
+canonical shape does not cover: NextIterations not all live or all dead, an Exit live
+twice or before the last iteration, a Merge with two live inputs, Enters of a nested
+frame partly dead. ``tick`` counts iterations of every loop; every 4096 the deadline
+flag (set by a timer thread) is read.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from dataflow.framework import op_registry as R
+
+from .lowering import LOWERINGS
+
+__all__ = ["FrameSource", "Unsupported", "generate"]
+
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+TICK_MASK = 4095
+
+
+class Unsupported(Exception):
+    """The frame cannot be generated (the message says why)."""
+
+
+class FrameSource:
+    """The generated function of one top-level frame and how to call it.
+
+    ``params[k]`` describes argument ``k``: ``("value", enter)``, ``("const", array)``,
+    ``("stack", enter, mode, rank, dtype)`` (buffer and count, two arguments) or
+    ``("variable", enter, dtype)``; ``results``: ``("exit", op)``, ``("stack", k)``,
+    ``("variable", k)`` in the returned tuple's order (after a leading 0).
+    """
+
+    def __init__(self, name, source, params, results):
+        self.name, self.source, self.params, self.results = name, source, params, results
+
+
+def _and(parts):
+    parts = [p for p in parts if p != "True"]
+    if "False" in parts:
+        return "False"
+    parts = list(dict.fromkeys(parts))
+    if not parts:
+        return "True"
+    return parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")"
+
+
+def _or(parts):
+    if "True" in parts:
+        return "True"
+    parts = list(dict.fromkeys(p for p in parts if p != "False"))
+    if not parts:
+        return "False"
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+
+
+def _np_dtype(t):
+    np_type = t.dtype.as_numpy_dtype
+    return None if np_type is None else np.dtype(np_type).name
+
+
+def _literal(value, dtype):
+    v = np.asarray(value).item()
+    if isinstance(v, bool) or dtype == "bool":
+        return "True" if v else "False"
+    if isinstance(v, float):
+        if v != v:
+            text = "np.nan"
+        elif v in (float("inf"), float("-inf")):
+            text = "np.inf" if v > 0 else "-np.inf"
+        else:
+            text = repr(v)
+        return f"np.{dtype}({text})"
+    return f"np.{dtype}({int(v)})"
+
+
+class OpEmitter:
+    """What a lowering sees (see :mod:`.lowering`)."""
+
+    def __init__(self, gen, op, args):
+        self.gen, self.op, self.args = gen, op, args
+        self.lines = []
+
+    def line(self, text):
+        self.lines.append(text)
+
+    def dtype(self, k):
+        return _np_dtype(self.op._outputs[k])
+
+    def in_dtype(self, i):
+        return _np_dtype(self.op._inputs[i])
+
+    def const(self, value):
+        return self.gen.const(value)
+
+    def stack(self, handle):
+        return self.gen.stack(handle, self.op)
+
+    def variable(self, handle):
+        return self.gen.variable(handle)
+
+
+class _Gen:
+    def __init__(self, top):
+        self.top = top
+        self.lines = []
+        self.count = 0
+        self.val, self.live, self.node_live = {}, {}, {}
+        self.params, self.param_names = [], []
+        self.top_enters = {e: k for k, e in enumerate(top.enters)}
+        self.slots = {}           # top-level Enter -> (kind, names)
+        self.slot_uses = {}       # top-level Enter -> set of op types using it
+
+    # -- names -------------------------------------------------------------------------------
+    def fresh(self, prefix="v"):
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def emit(self, ind, text):
+        self.lines.append("    " * ind + text)
+
+    def param(self, desc, name=None):
+        name = name or self.fresh("p")
+        self.params.append(desc)
+        self.param_names.append(name)
+        return name
+
+    def const(self, value):
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            return _literal(arr, arr.dtype.name)
+        return self.param(("const", arr))
+
+    def _root(self, handle):
+        t = handle
+        while True:
+            op = t.op
+            if op in self.top_enters:
+                return op
+            if op._op_def.role in (R.ENTER, R.SWITCH) or op._op_def.forwards_input:
+                t = op._inputs[0]
+                continue
+            raise Unsupported(f"resource '{handle.name}' does not come from an Enter of "
+                              "the frame")
+
+    def stack(self, handle, user):
+        root = self._root(handle)
+        kind, names = self.slots[root]
+        if kind != "stack":
+            raise Unsupported(f"'{handle.name}' is used as a stack and a variable")
+        return names
+
+    def variable(self, handle):
+        root = self._root(handle)
+        kind, names = self.slots[root]
+        if kind != "variable":
+            raise Unsupported(f"'{handle.name}' is used as a stack and a variable")
+        return names
+
+    # -- values and liveness -----------------------------------------------------------------
+    def value(self, t):
+        try:
+            return self.val[t]
+        except KeyError:
+            raise Unsupported(f"no value for '{t.name}' in the generated code") from None
+
+    def liveness(self, t):
+        return self.live.get(t, "True") if t in self.val else self._missing(t)
+
+    def _missing(self, t):
+        raise Unsupported(f"no value for '{t.name}' in the generated code")
+
+    def control_live(self, op):
+        if op in self.node_live:
+            return self.node_live[op]
+        raise Unsupported(f"control input '{op.name}' is not computed in the frame")
+
+    def set_live(self, ind, expr):
+        """``expr`` as a name or constant (composite expressions get a variable)."""
+        if expr in ("True", "False") or _IDENT.match(expr):
+            return expr
+        name = self.fresh("l")
+        self.emit(ind, f"{name} = {expr}")
+        return name
+
+    # -- frames ------------------------------------------------------------------------------
+    def generate(self):
+        top = self.top
+        self._classify_resources()
+        for e in top.enters:
+            t_in, t_out = e._inputs[0], e._outputs[0]
+            if e in self.slots:   # a stack or variable: its ops name the slot directly
+                self.val[t_out], self.live[t_out] = "None", "True"
+                self.node_live[e] = "True"
+                continue
+            name = self.param(("value", e))
+            self.val[t_in] = self.val[t_out] = name
+            self.live[t_in] = self.live[t_out] = "True"
+        self.emit(1, "tick = 0")
+        for e, (kind, names) in self.slots.items():
+            if kind == "stack":
+                self.emit(1, f"{names[0]}_peak = {names[1]}")
+        exits = self.frame(top, 1)
+        out = ["0"]
+        results = []
+        for x in top.exits:
+            self.emit(1, f"if not {exits[x][1]}: raise Fallback()")
+            out.append(exits[x][0])
+            results.append(("exit", x))
+        for e, (kind, names) in self.slots.items():
+            if kind == "stack":
+                out += [names[0], names[1], f"{names[0]}_peak"]
+                results.append(("stack", e))
+            else:
+                out.append(names)
+                results.append(("variable", e))
+        self.emit(1, f"return ({', '.join(out)},)")
+        head = [f"def frame_fn({', '.join(self.param_names + ['flag'])}):"]
+        return head + self.lines, results
+
+    def _classify_resources(self):
+        """Stacks and variables reached from the frame's resource Enters."""
+        uses = {}
+        for op in _all_ops(self.top):
+            if op.type in ("StackPush", "StackPop", "StackSize", "ReadVariableOp",
+                           "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+                uses.setdefault(self._root(op._inputs[0]), set()).add(op)
+        for e in self.top.enters:
+            if e._inputs[0].dtype.as_numpy_dtype is not None:
+                continue
+            if not e.get_attr("is_constant"):
+                raise Unsupported(f"resource Enter '{e.name}' is a loop variable")
+            users = uses.get(e, set())
+            types = {op.type for op in users}
+            k = len(self.slots)
+            if types and types <= {"StackPush", "StackPop", "StackSize"}:
+                pushes = "StackPush" in types
+                pops = "StackPop" in types
+                if pushes and pops:
+                    raise Unsupported(f"stack '{e._inputs[0].name}' is pushed and popped in "
+                                      "one frame")
+                mode = "push" if pushes else "pop"
+                value = [op._inputs[1] if op.type == "StackPush" else op._outputs[0]
+                         for op in users if op.type != "StackSize"]
+                ranks = {t.shape.ndims for t in value}
+                dtypes = {_np_dtype(t) for t in value}
+                if len(ranks) > 1 or len(dtypes) > 1:
+                    raise Unsupported(f"stack '{e._inputs[0].name}' holds mixed entries")
+                rank = ranks.pop() if ranks else None
+                dtype = dtypes.pop() if dtypes else None
+                names = (f"s{k}_buf", f"s{k}_n")
+                self.param(("stack", e, mode, rank, dtype), names[0])
+                self.param(("stack_count", e), names[1])
+                self.slots[e] = ("stack", names)
+            elif types and not types & {"StackPush", "StackPop", "StackSize"}:
+                reads = [op for op in users if op.type == "ReadVariableOp"]
+                dtype = _np_dtype(reads[0]._outputs[0]) if reads else \
+                    _np_dtype(next(iter(users))._inputs[1])
+                name = f"r{k}"
+                self.param(("variable", e, dtype,
+                            any(op.type != "ReadVariableOp" for op in users)), name)
+                self.slots[e] = ("variable", name)
+            else:
+                raise Unsupported(f"resource '{e._inputs[0].name}' is used by "
+                                  f"{sorted(types) or 'nothing the compiler lowers'}")
+
+    def frame(self, loop, ind, exit_vars=None):
+        """Emit ``loop`` at indentation ``ind``; returns ``{exit op: (value, live)}``."""
+        if exit_vars is None:
+            exit_vars = self.exit_vars(loop, ind)
+        for e in loop.invariants:
+            if e in self.top_enters:
+                continue
+            self.val[e._outputs[0]] = self.value(e._inputs[0])
+            self.live[e._outputs[0]] = "True"
+            self.node_live[e] = "True"
+        carried = []
+        for e, m, nxt in loop.loop_vars:
+            v = self.fresh("m")
+            self.emit(ind, f"{v} = {self.value(e._inputs[0])}")
+            self.val[m._outputs[0]] = v
+            self.live[m._outputs[0]] = "True"
+            self.node_live[m] = "True"
+            carried.append((v, nxt))
+        it = self.fresh("it")
+        fired_at = {x: self.fresh("xi") for x in loop.exits}
+        self.emit(ind, f"{it} = 0")
+        for x in loop.exits:
+            self.emit(ind, f"{fired_at[x]} = -1")
+        self.emit(ind, "while True:")
+        body = ind + 1
+        for unit in _units(loop):
+            if isinstance(unit, str):
+                self.child(loop.children[unit], body)
+            else:
+                self.op(unit, body)
+        for x in loop.exits:
+            value_var, live_var = exit_vars[x]
+            t = x._inputs[0]
+            lx = _and([self.liveness(t)] + [self.control_live(c) for c in x._control_inputs])
+            if lx == "False":
+                continue
+            inner = body
+            if lx != "True":
+                self.emit(body, f"if {lx}:")
+                inner = body + 1
+            self.emit(inner, f"if {live_var}: raise Fallback()")
+            self.emit(inner, f"{value_var} = {self.value(t)}")
+            self.emit(inner, f"{live_var} = True")
+            self.emit(inner, f"{fired_at[x]} = {it}")
+            self.node_live[x] = live_var
+        lives = [_and([self.liveness(nxt._inputs[0])] +
+                      [self.control_live(c) for c in nxt._control_inputs])
+                 for _, nxt in carried]
+        go = self.set_live(body, lives[0])
+        for other in lives[1:]:
+            self.emit(body, f"if ({other}) != {go}: raise Fallback()")
+        self.emit(body, f"if not {go}: break")
+        temps = []
+        for v, nxt in carried:
+            tmp = self.fresh("n")
+            self.emit(body, f"{tmp} = {self.value(nxt._inputs[0])}")
+            temps.append((v, tmp))
+        for v, tmp in temps:
+            self.emit(body, f"{v} = {tmp}")
+        self.emit(body, f"{it} += 1")
+        self.emit(body, "tick += 1")
+        self.emit(body, f"if (tick & {TICK_MASK}) == 0 and flag[0] != 0: raise Deadline()")
+        for x in loop.exits:
+            value_var, live_var = exit_vars[x]
+            self.emit(ind, f"if {live_var} and {fired_at[x]} != {it}: raise Fallback()")
+            self.val[x._outputs[0]] = value_var
+            self.live[x._outputs[0]] = live_var
+            self.node_live[x] = live_var
+        return exit_vars
+
+    def exit_vars(self, loop, ind):
+        out = {}
+        for x in loop.exits:
+            live_var = self.fresh("xl")
+            self.emit(ind, f"{live_var} = False")
+            out[x] = (self.fresh("x"), live_var)
+        return out
+
+    def child(self, loop, ind):
+        lives = [_and([self.liveness(e._inputs[0])] +
+                      [self.control_live(c) for c in e._control_inputs])
+                 for e in loop.enters]
+        every, some = _and(lives), _or(lives)
+        exit_vars = self.exit_vars(loop, ind)
+        if every == "False":
+            for x in loop.exits:
+                self.val[x._outputs[0]], self.live[x._outputs[0]] = exit_vars[x]
+                self.node_live[x] = exit_vars[x][1]
+            return
+        if some != every:
+            self.emit(ind, f"if ({some}) and not ({every}): raise Fallback()")
+        inner = ind
+        if every != "True":
+            self.emit(ind, f"if {every}:")
+            inner = ind + 1
+        for e in loop.enters:
+            self.node_live[e] = "True"
+        self.frame(loop, inner, exit_vars)
+        for x in loop.exits:
+            self.node_live[x] = exit_vars[x][1]
+
+    def op(self, op, ind):
+        role = op._op_def.role
+        if role == R.ENTER:
+            return   # emitted with its child frame
+        ctrl = [self.control_live(c) for c in op._control_inputs]
+        if role == R.CONTROL_TRIGGER:
+            self.node_live[op] = "True"
+            return
+        if role == R.SWITCH:
+            data, pred = op._inputs
+            node = self.set_live(ind, _and([self.liveness(data), self.liveness(pred)] + ctrl))
+            self.node_live[op] = node
+            on = self.fresh("l")
+            p = self.value(pred)
+            self.emit(ind, f"{on} = {node} and truth({p})" if node != "True"
+                      else f"{on} = truth({p})")
+            off = self.fresh("l")
+            self.emit(ind, f"{off} = {node} and not {on}" if node != "True"
+                      else f"{off} = not {on}")
+            v = self.value(data)
+            self.val[op._outputs[0]] = self.val[op._outputs[1]] = v
+            self.live[op._outputs[0]], self.live[op._outputs[1]] = off, on
+            return
+        if role == R.MERGE:
+            value, index, live = self.fresh("v"), self.fresh("v"), self.fresh("l")
+            self.emit(ind, f"{live} = False")
+            for i, t in enumerate(op._inputs):
+                lt = self.liveness(t)
+                if lt == "False":
+                    continue
+                inner = ind
+                if lt != "True":
+                    self.emit(ind, f"if {lt}:")
+                    inner = ind + 1
+                self.emit(inner, f"if {live}: raise Fallback()")
+                self.emit(inner, f"{value} = {self.value(t)}")
+                self.emit(inner, f"{index} = np.int32({i})")
+                self.emit(inner, f"{live} = True")
+            self.val[op._outputs[0]], self.val[op._outputs[1]] = value, index
+            self.live[op._outputs[0]] = self.live[op._outputs[1]] = live
+            self.node_live[op] = live
+            return
+        if role != R.NORMAL:
+            raise Unsupported(f"op '{op.name}' has role {role}")
+        node = _and([self.liveness(t) for t in op._inputs] + ctrl)
+        node = self.set_live(ind, node)
+        self.node_live[op] = node
+        if node == "False":
+            for t in op._outputs:
+                self.val[t], self.live[t] = "None", "False"
+            return
+        args = [self.value(t) for t in op._inputs]
+        e = OpEmitter(self, op, args)
+        exprs = LOWERINGS[op.type].emit(e)
+        if exprs is None:
+            raise Unsupported(f"op '{op.name}' ({op.type}) cannot be lowered here")
+        block = list(e.lines)
+        for t, expr in zip(op._outputs, exprs):
+            if _IDENT.match(expr):
+                self.val[t] = expr
+            else:
+                name = self.fresh("v")
+                block.append(f"{name} = {expr}")
+                self.val[t] = name
+            self.live[t] = node
+        for t in op._outputs[len(exprs):]:
+            self.val[t], self.live[t] = "None", "False"
+        if not block:
+            return
+        inner = ind
+        if node != "True":
+            self.emit(ind, f"if {node}:")
+            inner = ind + 1
+        for text in block:
+            self.emit(inner, text)
+
+
+def _all_ops(loop):
+    yield from loop.ops
+    yield from loop.exits
+    for child in loop.children.values():
+        yield from _all_ops(child)
+
+
+def _units(loop):
+    """The frame's ops in an order that respects data and control edges within one
+    iteration; a nested frame is one unit (its name) placed after its Enters' inputs."""
+    child_of = {}
+    for name, child in loop.children.items():
+        for e in child.enters:
+            child_of[e] = name
+        for x in child.exits:
+            child_of[x] = name
+    members = [op for op in loop.ops if op not in child_of] + \
+        [name for name in loop.children]
+    order_key = {}
+    deps = {}
+    for op in loop.ops:
+        if op in child_of:
+            continue
+        order_key[op] = op._id
+        deps[op] = {_unit_of(p, child_of, loop) for p in _preds(op)} - {None}
+    for name, child in loop.children.items():
+        order_key[name] = min(e._id for e in child.enters)
+        deps[name] = set()
+        for e in child.enters:
+            deps[name] |= {_unit_of(p, child_of, loop) for p in _preds(e)} - {None}
+    done, out = set(), []
+    pending = sorted(members, key=lambda u: order_key[u])
+    while pending:
+        progressed = False
+        rest = []
+        for u in pending:
+            if deps[u] <= done:
+                done.add(u)
+                out.append(u)
+                progressed = True
+            else:
+                rest.append(u)
+        if not progressed:
+            raise Unsupported("a cycle inside one iteration")
+        pending = rest
+    return out
+
+
+def _preds(op):
+    return [t.op for t in op._inputs] + list(op._control_inputs)
+
+
+def _unit_of(p, child_of, loop):
+    if p in child_of:
+        return child_of[p]
+    if p in loop.ops:
+        return p
+    return None
+
+
+def generate(loop) -> FrameSource:
+    """The generated source of ``loop`` (a top-level :class:`~.frames.LoopFrame`);
+    raises :class:`Unsupported` naming what it cannot express."""
+    gen = _Gen(loop)
+    lines, results = gen.generate()
+    source = "\n".join(lines) + "\n"
+    return FrameSource(loop.name, source, list(zip(gen.param_names, gen.params)), results)

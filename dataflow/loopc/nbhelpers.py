@@ -1,0 +1,379 @@
+"""Numba helpers the generated loop functions call (imports Numba; loaded on first compile).
+
+Every helper is written once for both scalars and arrays (an ``overload`` picks the code
+from the argument types), so a lowering emits one spelling whatever the static shapes:
+
+* ``cst(x, "int32")``: ``x`` as the graph's dtype. Numba widens scalar integer arithmetic
+  to 64 bits where NumPy keeps int32 (and wraps), so every scalar result is cast back:
+  truncating the 64-bit result gives NumPy's wrapped value;
+* ``ew1(name, x)`` / ``ew2(name, x, y)``: the scalar function of an elementwise-table row
+  (``dataflow.kernels.numba_cpu._scalar``: exact arithmetic, the approximations of
+  ``dataflow.kernels.approx`` for exp/log/tanh/sigmoid), elementwise over arrays;
+* ``psum(x)``: the sum of every element in NumPy's order (pairwise blocks of 8 over the
+  flattened array, as ``np.add.reduce`` does), so float sums are bitwise NumPy's;
+* ``truth(p)``, ``where3(c, x, y)``, ``stack_push``/``stack_take`` (growing stacks),
+  ``check_index`` and ``check_divisor`` (raising :class:`Fallback`).
+
+:class:`Fallback` means "the interpreter must run this frame": the runner catches it and
+re-runs the frame interpreted from its inputs (nothing is committed before the compiled
+code returns), so the interpreter raises its own error, with its own message.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+from numba.np.numpy_support import from_dtype
+
+from dataflow.kernels.numba_cpu._scalar import BINARY, UNARY
+
+__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "truth", "where3",
+           "stack_push", "stack_take", "check_index", "check_divisor", "axis_sum",
+           "one_hot", "check_same_shape"]
+
+
+class Fallback(Exception):
+    """Raised by compiled code for anything the interpreter must decide (an error, a
+    dead token where the loop shape says live, ...)."""
+
+
+class Deadline(Exception):
+    """Raised by compiled code when the run's deadline flag was set."""
+
+
+def _stub(*args):
+    raise TypeError("compiled code only")
+
+
+def cst(x, name):
+    return _stub(x, name)
+
+
+@overload(cst)
+def _cst(x, name):
+    if not isinstance(name, types.StringLiteral):
+        return None
+    dt = np.dtype(name.literal_value)
+    if isinstance(x, types.Array):
+        if x.dtype == from_dtype(dt):
+            return lambda x, name: x
+        return lambda x, name: x.astype(dt)
+    if dt == np.bool_:
+        return lambda x, name: x != 0
+    scalar = dt.type
+    return lambda x, name: scalar(x)
+
+
+def ew1(name, x):
+    return _stub(name, x)
+
+
+@overload(ew1)
+def _ew1(name, x):
+    if not isinstance(name, types.StringLiteral):
+        return None
+    f = UNARY[name.literal_value]
+    if isinstance(x, types.Array):
+        def apply(name, x):
+            flat = np.ascontiguousarray(x).ravel()
+            out = np.empty_like(flat)
+            for i in range(flat.size):
+                out[i] = f(flat[i])
+            return out.reshape(x.shape)
+        return apply
+    return lambda name, x: f(x)
+
+
+def ew2(name, x, y):
+    return _stub(name, x, y)
+
+
+@overload(ew2)
+def _ew2(name, x, y):
+    if not isinstance(name, types.StringLiteral):
+        return None
+    f = BINARY[name.literal_value]
+    if isinstance(x, types.Array) or isinstance(y, types.Array):
+        def apply(name, x, y):
+            bx, by = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+            cx, cy = np.ascontiguousarray(bx).ravel(), np.ascontiguousarray(by).ravel()
+            out = np.empty_like(cx)
+            for i in range(cx.size):
+                out[i] = f(cx[i], cy[i])
+            return out.reshape(bx.shape)
+        return apply
+    return lambda name, x, y: f(x, y)
+
+
+@njit(cache=True)
+def _block(a, lo, n):
+    """NumPy's pairwise_sum leaf (numpy/_core/src/umath/loops_utils.h.src): 8
+    accumulators over a[lo:lo+n], 8 <= n <= 128."""
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def _pairwise(a, lo, n):
+    """NumPy's pairwise sum of a[lo:lo+n] (n >= 8): blocks of at most 128 elements,
+    halves split at a multiple of 8, added in the same tree (an explicit stack instead
+    of recursion)."""
+    if n <= 128:
+        return _block(a, lo, n)
+    flo = np.empty(64, np.int64)
+    fn = np.empty(64, np.int64)
+    fst = np.zeros(64, np.int64)
+    res = np.empty(64, a.dtype)
+    sp, rp = 0, 0
+    flo[0], fn[0] = lo, n
+    while sp >= 0:
+        start, m, st = flo[sp], fn[sp], fst[sp]
+        if m <= 128:
+            res[rp] = _block(a, start, m)
+            rp += 1
+            sp -= 1
+            continue
+        half = m // 2
+        half -= half % 8
+        if st == 0:
+            fst[sp] = 1
+            sp += 1
+            flo[sp], fn[sp], fst[sp] = start, half, 0
+        elif st == 1:
+            fst[sp] = 2
+            sp += 1
+            flo[sp], fn[sp], fst[sp] = start + half, m - half, 0
+        else:
+            res[rp - 2] = res[rp - 2] + res[rp - 1]
+            rp -= 1
+            sp -= 1
+    return res[0]
+
+
+@njit(cache=True)
+def _sum_flat(a):
+    """np.add.reduce of a contiguous 1-D float array, bit for bit: a running sum below 8
+    elements, the pairwise sum from 8."""
+    n = a.size
+    if n == 0:
+        return np.zeros(1, a.dtype)[0]
+    if n < 8:
+        res = a[0]
+        for i in range(1, n):
+            res += a[i]
+        return res
+    return _pairwise(a, 0, n)
+
+
+def psum(x):
+    return _stub(x)
+
+
+@overload(psum)
+def _psum(x):
+    if isinstance(x, types.Array):
+        if isinstance(x.dtype, types.Float):
+            def total(x):
+                return _sum_flat(np.ascontiguousarray(x).ravel())
+            return total
+
+        # Integer sums do not depend on the order (wrapping is modular).
+        return lambda x: np.ascontiguousarray(x).ravel().sum()
+    return lambda x: x
+
+
+def axis_sum(x, axis):
+    return _stub(x, axis)
+
+
+@overload(axis_sum)
+def _axis_sum(x, axis):
+    """The sum over one axis of a 2-D array, in NumPy's order: pairwise along the last
+    (contiguous) axis, running sums of rows along the first."""
+    if not isinstance(x, types.Array) or x.ndim != 2:
+        return None
+
+    def total(x, axis):
+        c = np.ascontiguousarray(x)
+        if axis == 1:
+            out = np.empty(c.shape[0], c.dtype)
+            for r in range(c.shape[0]):
+                out[r] = _sum_flat(c[r])
+            return out
+        out = np.zeros(c.shape[1], c.dtype)
+        if c.shape[0]:
+            out[:] = c[0]
+            for r in range(1, c.shape[0]):
+                out += c[r]
+        return out
+    return total
+
+
+def truth(p):
+    return _stub(p)
+
+
+@overload(truth)
+def _truth(p):
+    if isinstance(p, types.Array):
+        def one(p):
+            if p.size != 1:
+                raise Fallback()
+            return p.ravel()[0] != 0
+        return one
+    return lambda p: p != 0
+
+
+def where3(c, x, y):
+    return _stub(c, x, y)
+
+
+@overload(where3)
+def _where3(c, x, y):
+    if any(isinstance(a, types.Array) for a in (c, x, y)):
+        return lambda c, x, y: np.where(c, x, y)
+    return lambda c, x, y: x if c else y
+
+
+def stack_push(buf, n, v):
+    return _stub(buf, n, v)
+
+
+@overload(stack_push)
+def _stack_push(buf, n, v):
+    """``buf`` (entries along axis 0) with ``v`` at index ``n``, grown by doubling when
+    full (a new buffer; the old one is left as it was)."""
+    if buf.ndim == 1:
+        def push1(buf, n, v):
+            if n == buf.shape[0]:
+                new = np.empty(max(16, 2 * n), buf.dtype)
+                new[:n] = buf[:n]
+                buf = new
+            buf[n] = v
+            return buf
+        return push1
+
+    def push(buf, n, v):
+        if n == buf.shape[0] or buf.shape[1:] != v.shape:
+            if n and buf.shape[1:] != v.shape:
+                raise Fallback()
+            shape = (max(16, 2 * n),) + v.shape
+            new = np.empty(shape, buf.dtype)
+            if n:
+                new[:n] = buf[:n]
+            buf = new
+        buf[n] = v
+        return buf
+    return push
+
+
+def stack_take(buf, i):
+    return _stub(buf, i)
+
+
+@overload(stack_take)
+def _stack_take(buf, i):
+    if buf.ndim == 1:
+        return lambda buf, i: buf[i]
+    return lambda buf, i: buf[i].copy()
+
+
+def check_index(idx, n):
+    return _stub(idx, n)
+
+
+@overload(check_index)
+def _check_index(idx, n):
+    if isinstance(idx, types.Array):
+        def check(idx, n):
+            for v in idx.ravel():
+                if v < 0 or v >= n:
+                    raise Fallback()
+        return check
+
+    def check1(idx, n):
+        if idx < 0 or idx >= n:
+            raise Fallback()
+    return check1
+
+
+def check_divisor(y):
+    return _stub(y)
+
+
+@overload(check_divisor)
+def _check_divisor(y):
+    if isinstance(y, types.Array):
+        def check(y):
+            for v in y.ravel():
+                if v == 0:
+                    raise Fallback()
+        return check
+
+    def check1(y):
+        if y == 0:
+            raise Fallback()
+    return check1
+
+
+def one_hot(idx, depth, on, off):
+    return _stub(idx, depth, on, off)
+
+
+@overload(one_hot)
+def _one_hot(idx, depth, on, off):
+    if isinstance(idx, types.Array):
+        def hot(idx, depth, on, off):
+            flat = np.ascontiguousarray(idx).ravel()
+            out = np.empty((flat.size, depth), np.asarray(on).dtype)
+            for i in range(flat.size):
+                for j in range(depth):
+                    out[i, j] = on if flat[i] == j else off
+            return out.reshape(idx.shape + (depth,))
+        return hot
+
+    def hot1(idx, depth, on, off):
+        out = np.empty(depth, np.asarray(on).dtype)
+        for j in range(depth):
+            out[j] = on if idx == j else off
+        return out
+    return hot1
+
+
+def check_same_shape(var, value):
+    return _stub(var, value)
+
+
+@overload(check_same_shape)
+def _check_same_shape(var, value):
+    if isinstance(var, types.Array) and isinstance(value, types.Array):
+        if var.ndim != value.ndim:
+            def never(var, value):
+                raise Fallback()
+            return never
+
+        def check(var, value):
+            if var.shape != value.shape:
+                raise Fallback()
+        return check
+    if isinstance(var, types.Array) or isinstance(value, types.Array):
+        def never2(var, value):
+            raise Fallback()
+        return never2
+    return lambda var, value: None
