@@ -79,7 +79,11 @@ class ConfigProto:
     compiled step and fed shapes) and raises ResourceExhaustedError naming the largest
     buffers and the peak, before any kernel runs, when the peak exceeds ``N`` bytes
     (a step whose memory cannot be planned, such as a while loop with no known trip
-    count, raises InvalidArgumentError instead of running unchecked):
+    count, raises InvalidArgumentError instead of running unchecked);
+    ``flush_denormals`` (on by default, as TF1 and XLA do) runs every kernel of a step
+    with subnormal floats flushed to zero (FTZ and DAZ), on every thread that runs one;
+    ``False`` keeps IEEE subnormals. The calling thread gets its own mode back when
+    ``run`` returns (see ``dataflow/runtime/denormals.py``):
 
     >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
     ...     float(sess.run(df.constant(2.0) * 3.0))
@@ -93,7 +97,8 @@ class ConfigProto:
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
-                 partition_mode="threads", memory_budget_bytes=None):
+                 partition_mode="threads", memory_budget_bytes=None,
+                 flush_denormals=True):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -109,6 +114,8 @@ class ConfigProto:
         # partition's executor on its own thread) or another registered mode.
         self.partition_mode = partition_mode
         self.memory_budget_bytes = _budget(memory_budget_bytes)
+        # Kernels flush subnormal floats to zero (FTZ/DAZ) on every thread that runs them.
+        self.flush_denormals = bool(flush_denormals)
 
 
 def _budget(value):
