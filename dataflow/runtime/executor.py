@@ -39,6 +39,7 @@ import threading
 import time
 
 from .. import errors
+from ..util.float_env import in_callers_mode
 from .plan import (CONTROL_TO_MERGE, ENTER, EXIT, MERGE, NEXT_ITERATION, NORMAL, RECV, SEND,
                    SWITCH, TO_EXIT, TO_FETCH, TO_MERGE, TO_MERGE_FROM_ENTER, TO_NEXT, TO_NODE,
                    NodeInfo, Plan)
@@ -791,7 +792,8 @@ class Executor:
             except BaseException as exc:  # handed back to the scheduler thread
                 done.put((gid, it, None, exc))
 
-        self.pool.submit(work)
+        # The pool's threads run the kernel in this thread's mode (flush to zero or not).
+        self.pool.submit(in_callers_mode(work))
 
     def _wait_for_worker(self, deadline):
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import errors
+from ..util.float_env import in_callers_mode
 from .plan import RECV, SEND, build_plan
 from .rendezvous import LocalRendezvous
 from .tracing import StepStatsCollector, make_executor
@@ -231,7 +232,8 @@ def run_on_threads(tasks, rendezvous, deadline, pool=None) -> dict:
             if first:
                 _stop_all(executors, rendezvous, task.device, exc)
 
-    threads = [threading.Thread(target=run, args=(t,), daemon=True,
+    # Each partition thread runs in the calling thread's floating-point mode.
+    threads = [threading.Thread(target=in_callers_mode(run), args=(t,), daemon=True,
                                 name=f"dataflow-partition-{t.device}") for t in tasks[1:]]
     for th in threads:
         th.start()

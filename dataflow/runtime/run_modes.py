@@ -36,6 +36,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ..framework.graph_analysis import prune
+from .denormals import step_float_mode
 from .feeds import feed_templates
 from .fusion import fusion_enabled
 from .loop_hook import attach_loop_compiler, compile_loops_mode
@@ -169,7 +170,9 @@ class StepDriver:
     ``kernels`` its :class:`~dataflow.runtime.kernel_resolver.KernelResolver`.
     ``config.log_device_placement`` prints each node's device to stderr when a plan
     is built; ``config.intra_op_parallelism_threads`` bounds the BLAS/OpenMP threads
-    of the kernels while a step runs (see :mod:`dataflow.runtime.thread_limits`).
+    of the kernels while a step runs (see :mod:`dataflow.runtime.thread_limits`);
+    ``config.flush_denormals`` sets the floating-point mode the step's kernels run in
+    (see :mod:`dataflow.runtime.denormals`).
     """
 
     def __init__(self, session, config, devices, kernels, pool: WorkerPool, thread_limit=None):
@@ -209,10 +212,11 @@ class StepDriver:
             driver, extra = self.partitioned, {}
         else:
             driver, extra = self.single, {"loop_log": loop_log}
-        if self._thread_limit is None:
-            return driver.execute(plan, feed_values, deadline, stats, **extra)
-        with self._thread_limit():
-            return driver.execute(plan, feed_values, deadline, stats, **extra)
+        with step_float_mode(self._config.flush_denormals, plan):
+            if self._thread_limit is None:
+                return driver.execute(plan, feed_values, deadline, stats, **extra)
+            with self._thread_limit():
+                return driver.execute(plan, feed_values, deadline, stats, **extra)
 
     def log_placement(self, plan, file=None):
         """Print ``name: (type): device`` for every node of ``plan``, as TF1's

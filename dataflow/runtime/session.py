@@ -84,7 +84,11 @@ class ConfigProto:
     ``compile_loops`` runs each while-loop frame the loop compiler can take as one
     Numba function (``dataflow/loopc``): ``None`` (the default) is on unless
     ``DATAFLOW_COMPILE_LOOPS=0``, with a frame's first run interpreted while a thread
-    compiles it; ``"eager"`` compiles before the first run; ``False`` is off:
+    compiles it; ``"eager"`` compiles before the first run; ``False`` is off;
+    ``flush_denormals`` (on by default, as TF1 and XLA do) runs every kernel of a step
+    with subnormal floats flushed to zero (FTZ and DAZ), on every thread that runs one;
+    ``False`` keeps IEEE subnormals. The calling thread gets its own mode back when
+    ``run`` returns (see ``dataflow/runtime/denormals.py``):
 
     >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
     ...     float(sess.run(df.constant(2.0) * 3.0))
@@ -98,7 +102,8 @@ class ConfigProto:
                  log_device_placement=False, inter_op_parallelism_threads=0,
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
-                 partition_mode="threads", memory_budget_bytes=None, compile_loops=None):
+                 partition_mode="threads", memory_budget_bytes=None, compile_loops=None,
+                 flush_denormals=True):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -118,6 +123,8 @@ class ConfigProto:
         # False (see dataflow/runtime/loop_hook.py).
         compile_loops_mode(compile_loops)   # a bad value fails here
         self.compile_loops = compile_loops
+        # Kernels flush subnormal floats to zero (FTZ/DAZ) on every thread that runs them.
+        self.flush_denormals = bool(flush_denormals)
 
 
 def _budget(value):

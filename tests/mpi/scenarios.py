@@ -144,6 +144,20 @@ def large_array(session):
             return sess.run([z, ints, flags], {x: data})
 
 
+def subnormals(session):
+    """Float32 products that are subnormal, made on tasks 1 and 2: every rank runs its
+    kernels with them flushed to zero (ConfigProto(flush_denormals=True), the default),
+    as a single process does."""
+    with df.Graph().as_default():
+        x = df.placeholder(df.float32, [4], name="x")
+        with task(1):
+            a = x * x
+        with task(2):
+            b = a * np.float32(1.0) + x * np.float32(1e-20)
+        with session() as sess:
+            return sess.run([a, b], {x: np.array([1e-20, -2e-20, 1e-18, 3.0], np.float32)})
+
+
 SCENARIOS = {
     "loop_0": loop_split(0),
     "loop_1": loop_split(1),
@@ -153,4 +167,5 @@ SCENARIOS = {
     "variables": variables,
     "all_reduce": all_reduce,
     "large_array": large_array,
+    "subnormals": subnormals,
 }

@@ -53,6 +53,7 @@ import numpy as np
 
 from ...framework.elementwise_table import ELEMENTWISE, square
 from ...framework.fused_expr import FUSED_OP_TYPE
+from ...util.float_env import in_callers_mode
 from ..registry import register_kernel
 
 __all__ = ["NUMBA_MIN_SIZE", "NUMBA_MIN_SIZE_TRANSCENDENTAL", "PARALLEL_MIN_SIZE",
@@ -385,7 +386,8 @@ def _run_split(kernel, out, vals, kinds):
     futures = []
     for lo, hi in zip(bounds[1:-1], bounds[2:]):
         chunk = [v[lo:hi] if k in "aw" else v for v, k in zip(vals, kinds)]
-        futures.append(_workers().submit(kernel, out[lo:hi], *chunk))
+        # in the calling thread's floating-point mode (flush to zero or not)
+        futures.append(_workers().submit(in_callers_mode(kernel), out[lo:hi], *chunk))
     hi0 = bounds[1]
     kernel(out[:hi0], *[v[:hi0] if k in "aw" else v for v, k in zip(vals, kinds)])
     for f in futures:

@@ -51,6 +51,7 @@ from ..multiprocess.exceptions import pack_exception, unpack_exception
 from ..partitioned import register_partition_mode, transfer_keys
 from ..plan import build_plan
 from ..rendezvous import LocalRendezvous
+from ..denormals import step_float_mode
 from ..tracing import StepStatsCollector, make_executor
 from .transport import Endpoint, PumpingQueue
 from .world import dumps, loads, world
@@ -496,8 +497,10 @@ def serve(config) -> None:
             sessions[sid].programs[pid] = _compile(blob, sessions[sid])
         elif kind == "run":
             _, sid, step, pid, feeds, timeout, trace = body
-            answer = _run_step(w, endpoint, control, held, sessions[sid].programs[pid],
-                               step, feeds, timeout, pool, trace)
+            served, plan = sessions[sid], sessions[sid].programs[pid]
+            with step_float_mode(served.config.flush_denormals, plan):
+                answer = _run_step(w, endpoint, control, held, plan, step, feeds, timeout,
+                                   pool, trace)
             control.send(0, answer)
         # "cancel" of a step that is over: nothing to do
     pool.shutdown(wait=False)

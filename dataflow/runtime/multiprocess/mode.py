@@ -13,6 +13,7 @@ from __future__ import annotations
 import weakref
 
 from ... import errors
+from ..denormals import step_float_mode
 from ..executor import _NO_VALUE
 from ..feeds import feed_templates
 from ..partitioned import register_partition_mode
@@ -42,10 +43,16 @@ class _PartitionProgram:
         self.plans = plans
 
     def run_partition(self, device, payload, rendezvous, deadline, pool):
-        """``payload`` is ``(feed values, trace)``; returns ``(raw results, stats)``,
-        the partition's DeviceStepStats list when ``trace`` (else None)."""
-        feed_values, trace = payload
+        """``payload`` is ``(feed values, trace, flush_denormals)``; returns ``(raw
+        results, stats)``, the partition's DeviceStepStats list when ``trace`` (else
+        None)."""
+        feed_values, trace, flush = payload
         plan = self.plans[device]
+        with step_float_mode(flush, plan):   # this process's thread and BLAS pool
+            return self._run(plan, device, feed_values, trace, rendezvous, deadline, pool)
+
+    @staticmethod
+    def _run(plan, device, feed_values, trace, rendezvous, deadline, pool):
         templates = feed_templates(plan, feed_values)
         collector = StepStatsCollector(plan, device) if trace else None
         executor = make_executor(plan, pool, templates, rendezvous, collector)
@@ -116,7 +123,8 @@ class ProcessMode:
                 self._programs.clear()
             program = self._programs[key] = _PartitionProgram({t.device: t.plan for t in tasks})
         runner = self._runner_for([t.device for t in tasks])
-        payloads = {t.device: (_feed_values(t) if t.templates else [], t.trace)
+        flush = self._session()._config.flush_denormals
+        payloads = {t.device: (_feed_values(t) if t.templates else [], t.trace, flush)
                     for t in tasks}
         results = runner.run(program, payloads, deadline)
         for t in tasks:
