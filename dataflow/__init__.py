@@ -93,6 +93,9 @@ from . import memory  # noqa: F401,E402  (static memory plans: df.memory.plan)
 from .runtime.memory_budget import register_budget_check  # noqa: E402
 register_budget_check(memory.budget_error)
 del register_budget_check
+from .runtime.memory_arena import register_arena_builder  # noqa: E402
+register_arena_builder(memory.arena.build_arena_step)     # ConfigProto(plan_memory=True)
+del register_arena_builder
 from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 

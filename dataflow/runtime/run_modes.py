@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..framework.graph_analysis import prune
 from .feeds import feed_templates
 from .fusion import fusion_enabled
+from .memory_arena import ArenaExecutor
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .tracing import StepStatsCollector, make_executor
@@ -88,9 +89,13 @@ class SingleDriver:
     def build(graph, tensors, targets, feed_tensors, kernel_for, **plan_options):
         return build_plan(graph, tensors, targets, feed_tensors, kernel_for, **plan_options)
 
-    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, arena=None) -> list:
         """Raw fetched values of one step (fed fetches: None); with ``stats`` (a
-        :class:`~.step_stats.StepStats`) the step is traced into it."""
+        :class:`~.step_stats.StepStats`) the step is traced into it. With ``arena`` (the
+        step's arena, ``plan_memory``) it runs from the memory plan
+        (:class:`~.memory_arena.ArenaExecutor`; not traced node by node)."""
+        if arena is not None:
+            return ArenaExecutor(plan, arena, feed_templates(plan, feed_values)).run(deadline)
         collector = None if stats is None else StepStatsCollector(plan)
         raw = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
                             collector=collector).run(deadline)
@@ -174,8 +179,11 @@ class StepDriver:
         ops = prune(tensors, targets, set(feed_tensors))
         places = {self._devices.declared_place(op) for op in ops if op.device}
         # Read at every build: DATAFLOW_FUSION may change between plans.
+        # plan_memory plans every op's value: fused groups would leave planned values
+        # unmade, so it runs unfused.
         options = dict(fold_constants=self._config.fold_constants,
-                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise))
+                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise)
+                       and not getattr(self._config, "plan_memory", False))
         if self.partitioned.wants(places):
             plan = self.partitioned.build(graph, tensors, targets, feed_tensors,
                                           self._kernels.kernel_for,
@@ -188,14 +196,16 @@ class StepDriver:
             self.log_placement(plan)
         return plan
 
-    def execute(self, plan, feed_values, deadline, stats=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, arena=None) -> list:
         """Raw fetched values of one step: one executor, or one per partition. With
-        ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it."""
+        ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it; with
+        ``arena`` it runs from the memory plan (single executor only)."""
         driver = self.partitioned if isinstance(plan, PartitionedPlan) else self.single
+        kwargs = {} if arena is None else {"arena": arena}
         if self._thread_limit is None:
-            return driver.execute(plan, feed_values, deadline, stats)
+            return driver.execute(plan, feed_values, deadline, stats, **kwargs)
         with self._thread_limit():
-            return driver.execute(plan, feed_values, deadline, stats)
+            return driver.execute(plan, feed_values, deadline, stats, **kwargs)
 
     def log_placement(self, plan, file=None):
         """Print ``name: (type): device`` for every node of ``plan``, as TF1's
