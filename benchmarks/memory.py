@@ -264,14 +264,18 @@ def _faults_per_step(run, steps=5) -> float:
 def speed_report(steps=1000, repeats=7) -> list:
     """Seconds per step of the MLP Adam step and the RNN fwd+grad: planned, unplanned
     with the same kernels (unfused), and unplanned with the defaults (fused), run
-    interleaved (medians); page faults per step after the first."""
+    interleaved (medians), one BLAS thread each; page faults per step after the first."""
     rows = []
     for name, make in (("digits MLP Adam step", lambda: _mlp_step()),
                        (f"tanh RNN fwd+grad (T={steps})", lambda: _rnn_grad(steps))):
         g, fetch, feed, init = make()
-        configs = {"planned": df.ConfigProto(plan_memory=True),
-                   "unplanned, unfused": df.ConfigProto(fuse_elementwise=False),
-                   "unplanned, default (fused)": df.ConfigProto()}
+        # One BLAS thread each: on the shared two-core machine multi-threaded BLAS calls
+        # wait on each other's threads (a 1797 x 64 x 64 matmul took 1-35 ms).
+        configs = {"planned": df.ConfigProto(plan_memory=True, intra_op_parallelism_threads=1),
+                   "unplanned, unfused": df.ConfigProto(fuse_elementwise=False,
+                                                        intra_op_parallelism_threads=1),
+                   "unplanned, default (fused)": df.ConfigProto(
+                       intra_op_parallelism_threads=1)}
         sessions, runs = {}, {}
         for key, config in configs.items():
             sess = sessions[key] = df.Session(graph=g, config=config)

@@ -75,6 +75,7 @@ class ArenaStep:
         self.arena = arena
         self.node_tuples = node_tuples
         self.times = times
+        self.root_keys = [(t,) for t in times]    # the ready-list keys of root-frame nodes
         self.loop_begin = loop_begin
         self.merges = merges
         self.copied = copied

@@ -28,7 +28,6 @@ finishes).
 from __future__ import annotations
 
 import heapq
-import itertools
 import threading
 
 import numpy as np
@@ -113,26 +112,35 @@ class PlanOrderReady(list):
     value into the Merge's block before the Merge runs (the plan gives a loop
     variable and a cond's result a block of their own)."""
 
-    __slots__ = ("times", "loop_begin", "merges", "move", "nodes", "pinned", "_seq")
+    __slots__ = ("times", "root_keys", "loop_begin", "merges", "move", "nodes", "pinned",
+                 "_last", "_prefix")
 
     def __init__(self, step, node_tuples):
         super().__init__()
         self.times = step.times
+        self.root_keys = step.root_keys
         self.loop_begin = step.loop_begin
         self.merges = step.merges
         self.move = step.move_into_merge
         self.nodes = node_tuples
         self.pinned: dict = {}     # this run's arrays of fetched Merges (see move_into_merge)
+        self._last = None          # the loop iteration whose key prefix is in _prefix
+        self._prefix = ()
         step.new_run()
-        self._seq = itertools.count()
 
     def append(self, item):
+        # Entries are (key, gid, item): two entries never have the same key and gid.
         gid, it = item
-        key = (self.times[gid],)
-        while not it.is_root:
-            key = (self.loop_begin[it.frame.plan.name], it.num) + key
-            it = it.frame.parent_iter
-        heapq.heappush(self, (key, next(self._seq), item))
+        if it.is_root:
+            heapq.heappush(self, (self.root_keys[gid], gid, item))
+            return
+        if it is not self._last:   # consecutive pushes are mostly of one iteration
+            prefix, i = (), it
+            while not i.is_root:
+                prefix = (self.loop_begin[i.frame.plan.name], i.num) + prefix
+                i = i.frame.parent_iter
+            self._last, self._prefix = it, prefix
+        heapq.heappush(self, (self._prefix + (self.times[gid],), gid, item))
 
     def pop(self, index=-1):
         item = heapq.heappop(self)[2]

@@ -69,11 +69,15 @@ def _unary_out(ctx, ref_out):
     dt = _np_dtype(ctx.input_dtypes[0])
     threshold = _min_size(ctx.op.type)
     loop = lazy("_elementwise_jit", "unary_loop", ctx.op.type)
+    inplace = lazy("_elementwise_jit", "unary_inplace_loop", ctx.op.type)
 
     def unary_out(x, out):
         if type(x) is _ndarray and x.size >= threshold and x.dtype is dt \
                 and x.flags.c_contiguous:
-            loop(x.reshape(-1), out.reshape(-1))
+            if np.may_share_memory(x, out):   # the planner's in-place reuse: x is out
+                inplace(out.reshape(-1))
+            else:
+                loop(x.reshape(-1), out.reshape(-1))
         else:
             ref_out(x, out)
     return unary_out
