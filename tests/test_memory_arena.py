@@ -370,3 +370,35 @@ def test_heap_refuses_a_step_that_cannot_fit_even_alone():
             sess.run(fetches, feed)
         for a, b in zip(before, sess.run(variables)):
             np.testing.assert_array_equal(a, b)
+
+
+def test_planned_run_measures_what_the_cond_loop_plan_predicts():
+    """A cond inside a while loop, with its gradient: the planned run's measured bytes
+    (its arena plus the step's tracemalloc peak) are within 5% of the plan's arena +
+    stacks + fetched values. Each iteration pushes in one branch only, and the plan
+    counts the larger branch's stacks, not both."""
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [128, 128], name="w")
+        x = df.placeholder(df.float32, [64, 128], name="x")
+
+        def body(i, h):
+            h = df.tanh(df.matmul(h, w))
+            return i + 1, df.cond(i % 2 < 1, lambda: h * 0.5, lambda: df.sigmoid(h) + x)
+        _, h = df.while_loop(lambda i, h: i < 12, body, (0, x))
+        (dw,) = df.gradients(df.reduce_sum(h), [w])
+    feed = {w: (rng.standard_normal((128, 128)) / 16).astype(np.float32),
+            x: rng.standard_normal((64, 128)).astype(np.float32)}
+    p = df.memory.plan(dw, feed_dict=feed, graph=g)
+    branch_stacks = [s for s in p.stacks if s.branch is not None]
+    assert len(branch_stacks) == 2 and branch_stacks[0].branch[0] == branch_stacks[1].branch[0]
+    both = sum(s.bytes_for(p.trip_counts) for s in p.stacks)
+    assert p.stack_bytes_for() == both - branch_stacks[0].bytes_for(p.trip_counts)
+    predicted = p.arena_bytes + p.stack_bytes_for() + p.zones["fetches"]
+    config = df.ConfigProto(plan_memory=True, inter_op_parallelism_threads=1)
+    with df.Session(graph=g, config=config) as sess:
+        sess.run(dw, feed)
+        transient = _step_allocation(sess, dw, feed)
+        arena = next(iter(sess._arena.steps.values()))[1].arena.nbytes
+    assert abs((arena + transient) / predicted - 1) < 0.05, (arena + transient, predicted)
