@@ -282,7 +282,8 @@ def speed_report(steps=1000, repeats=7) -> list:
             if init is not None:
                 sess.run(init)
             runs[key] = (lambda s=sess: s.run(fetch, feed))
-            runs[key]()
+            for _ in range(3):   # the first steps compile kernels and settle allocations
+                runs[key]()
         times = {key: [] for key in configs}
         for _ in range(repeats):
             for key in configs:
