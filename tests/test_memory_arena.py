@@ -402,3 +402,26 @@ def test_planned_run_measures_what_the_cond_loop_plan_predicts():
         transient = _step_allocation(sess, dw, feed)
         arena = next(iter(sess._arena.steps.values()))[1].arena.nbytes
     assert abs((arena + transient) / predicted - 1) < 0.05, (arena + transient, predicted)
+
+
+def test_concurrent_runs_of_one_planned_session_do_not_share_the_arena_at_once():
+    """Steps of one session from several threads run one at a time over the arena:
+    every result equals the single-threaded one."""
+    import threading
+    rng, _ = fresh_rng()
+    g, out, feed = _forward_graph(rng, batch=512, width=256, layers=6)
+    feeds = [{k: v * (i + 1) for k, v in feed.items()} for i in range(3)]
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        expected = [sess.run(out, f) for f in feeds]
+    errors_seen = []
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=True)) as sess:
+        def work(i):
+            for _ in range(8):
+                if sess.run(out, feeds[i]) != expected[i]:
+                    errors_seen.append(i)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors_seen == []

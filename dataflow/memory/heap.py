@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
@@ -83,6 +84,9 @@ class Heap:
         self._clock = itertools.count(1)
         self.evictions: list = []
         self.restores: list = []
+        # The sessions' planned steps run under it, one at a time (an eviction must
+        # not move a running session's zones).
+        self.lock = threading.RLock()
 
     def resident_bytes(self) -> int:
         """What the sessions hold between steps: their arenas and variables."""

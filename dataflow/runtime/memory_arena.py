@@ -72,6 +72,10 @@ class ArenaCache:
         self.resources = resources if resources is not None else {}
         self.steps: dict = {}
         self._lock = threading.Lock()
+        # Held for a whole planned step (admission and run): concurrent steps of one
+        # session would share its arenas, and a heap's sessions share the budget, so
+        # they run one at a time (the heap's lock).
+        self.run_lock = getattr(heap, "lock", None) or threading.RLock()
 
     def step_for(self, plan, graph, tensors, targets, feed_tensors, feed_values, kernels):
         """The arena step of this compiled step and these fed values, built on first

@@ -310,18 +310,20 @@ class Session:
                                feed_values)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        arena = None
-        if self._arena is not None:
+        if self._arena is None:
+            raw = self._driver.execute(plan, feed_values, deadline, stats)
+        else:
             if isinstance(plan, PartitionedPlan):
                 raise errors.UnimplementedError(
                     None, None, "ConfigProto(plan_memory=True) runs single-executor steps "
                     "only; this step is partitioned across devices")
-            arena = self._arena.step_for(plan, self._graph, tensors, targets, feed_tensors,
-                                         feed_values, self._kernels)
-            if run_metadata is not None:
-                run_metadata.memory_plan = arena.plan
-                run_metadata.copied_kernels = list(arena.copied)
-        raw = self._driver.execute(plan, feed_values, deadline, stats, arena)
+            with self._arena.run_lock:
+                arena = self._arena.step_for(plan, self._graph, tensors, targets,
+                                             feed_tensors, feed_values, self._kernels)
+                if run_metadata is not None:
+                    run_metadata.memory_plan = arena.plan
+                    run_metadata.copied_kernels = list(arena.copied)
+                raw = self._driver.execute(plan, feed_values, deadline, stats, arena)
         for j, i in plan.fetch_from_feed.items():
             raw[j] = feed_values[i]
         return plan, raw
