@@ -94,6 +94,9 @@ from .runtime.memory_budget import register_budget_check  # noqa: E402
 register_budget_check(memory.budget_error)
 del register_budget_check
 from . import loopc as _loopc  # noqa: F401,E402  (installs the loop compiler: compile_loops)
+from .runtime.memory_arena import register_arena_builder  # noqa: E402
+register_arena_builder(memory.arena.build_arena_step)     # ConfigProto(plan_memory=True)
+del register_arena_builder
 from . import timeline  # noqa: F401,E402  (df.timeline.Timeline: Chrome traces of step_stats)
 from . import distributed  # noqa: F401,E402  (df.distributed: MPI tasks)
 from .tracer import function  # noqa: F401,E402  (df.function: Terra's co-execution)

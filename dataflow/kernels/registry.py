@@ -24,7 +24,7 @@ from typing import Any, Callable
 __all__ = ["KernelContext", "register_kernel", "find_kernel", "has_kernel", "kernel_dtype",
            "registered_device_types", "register_device_type", "device_type_info",
            "declared_device_types", "device_memory", "kernel_is_parallel",
-           "kernel_is_constant", "DeviceType"]
+           "kernel_is_constant", "DeviceType", "register_out_variant", "out_variant"]
 
 
 @dataclass
@@ -83,6 +83,40 @@ def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: in
         return factory
 
     return decorate
+
+
+# kernel factory -> (out factory, alias_safe): the kernels that can write into a given
+# array (the memory planner's arena, ConfigProto(plan_memory=True)).
+_OUT_VARIANTS: dict = {}
+
+
+def register_out_variant(kernel_factory, alias_safe: bool = True):
+    """Declare the ``out=`` variant of the kernel ``kernel_factory`` makes: the decorated
+    ``out_factory(ctx)`` returns ``fn(*inputs, out)``, which writes into ``out`` (an
+    array of the output's shape and dtype) exactly the values the kernel would return,
+    bit for bit. ``alias_safe`` says ``out`` may be the memory of one of the inputs
+    (a single elementwise pass reads each element before writing it); a variant making
+    several passes over ``out`` is registered with ``alias_safe=False``.
+
+    >>> import numpy as np
+    >>> neg = lambda ctx: np.negative
+    >>> @register_out_variant(neg)
+    ... def _neg_out(ctx):
+    ...     return lambda x, out: np.negative(x, out=out)
+    >>> out = np.empty(2)
+    >>> _ = out_variant(neg)[0](None)(np.array([1.0, 2.0]), out)
+    >>> out
+    array([-1., -2.])
+    """
+    def decorate(out_factory):
+        _OUT_VARIANTS[kernel_factory] = (out_factory, alias_safe)
+        return out_factory
+    return decorate
+
+
+def out_variant(kernel_factory):
+    """``(out_factory, alias_safe)`` registered for ``kernel_factory``, or None."""
+    return _OUT_VARIANTS.get(kernel_factory)
 
 
 def kernel_dtype(op):

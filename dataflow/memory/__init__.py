@@ -13,10 +13,12 @@ bound, for graphs with cond and while loops.
 >>> df.memory.plan(y, feed_shapes={x: [100, 8]}, graph=g).peak_bytes > 0
 True
 """
+from . import arena  # noqa: F401  (dataflow installs arena.build_arena_step as the plan_memory hook)
 from .batch import max_batch_size
 from .budget import budget_error
+from .heap import Heap
 from .planner import ALIGNMENT, Buffer, MemoryPlan, StackUse, plan
 from .shapes import StepShapes, infer_step_shapes
 
-__all__ = ["ALIGNMENT", "Buffer", "budget_error", "MemoryPlan", "StackUse", "StepShapes", "infer_step_shapes",
+__all__ = ["ALIGNMENT", "Buffer", "budget_error", "Heap", "MemoryPlan", "StackUse", "StepShapes", "infer_step_shapes",
            "max_batch_size", "plan"]

@@ -94,6 +94,11 @@ class StackUse:
     and the other its next value, so together they hold the variable's ``n + 1``
     successive values of an ``n``-iteration loop (the runtime pushes the same arrays,
     by reference), not ``2 n``.
+
+    ``branch`` is ``(cond, branch)`` (region names) for a push inside one branch of a
+    cond in the body of its innermost loop: each iteration runs one branch of that
+    cond, so its branches' stacks count as the larger branch's
+    (:meth:`MemoryPlan.stack_bytes_for`), not as their sum.
     """
 
     name: str
@@ -101,6 +106,7 @@ class StackUse:
     loops: tuple
     host: bool = False
     history: bool = False
+    branch: tuple | None = None
 
     def bytes_for(self, trip_counts) -> int:
         n = 1
@@ -147,8 +153,20 @@ class MemoryPlan:
 
     # -- figures ---------------------------------------------------------------------
     def stack_bytes_for(self, trip_counts=None, host=False) -> int:
+        """Bytes the stacks hold at the end of the forward loops: a cond's branches in
+        a loop body count as the larger branch (one of them runs per iteration)."""
         tc = self._counts(trip_counts)
-        return sum(s.bytes_for(tc) for s in self.stacks if s.host == host)
+        total = 0
+        branches: dict = {}      # cond -> {branch: bytes}
+        for s in self.stacks:
+            if s.host != host:
+                continue
+            if s.branch is None:
+                total += s.bytes_for(tc)
+            else:
+                per = branches.setdefault(s.branch[0], {})
+                per[s.branch[1]] = per.get(s.branch[1], 0) + s.bytes_for(tc)
+        return total + sum(max(per.values()) for per in branches.values())
 
     def peak_bytes_for(self, trip_counts=None) -> int:
         """The peak for other trip counts (``{loop name: n}``; loops not named keep
@@ -630,8 +648,21 @@ class _Planner:
             if op in pairs:
                 name = f"{name} + {stack_of(pairs[op]._inputs[0]).name}"
             out.append(StackUse(name, _align(self.shapes.nbytes(value)), tuple(loops[::-1]),
-                                bool(op.get_attr("swap_memory")), history=op in pairs))
+                                bool(op.get_attr("swap_memory")), history=op in pairs,
+                                branch=None if op in pairs else self._branch_in_loop(op)))
         return out
+
+    def _branch_in_loop(self, op):
+        """``(cond, branch)`` region names of the first cond inside ``op``'s innermost
+        loop whose branch holds ``op``; None when ``op`` is in no such branch."""
+        path = self.region_of[op].path()
+        loops = [i for i, r in enumerate(path) if r.kind == RG.LOOP]
+        if not loops:
+            return None
+        for i in range(loops[-1] + 1, len(path) - 1):
+            if path[i].kind == RG.COND and path[i + 1].kind == RG.BRANCH:
+                return (path[i].name, path[i + 1].name)
+        return None
 
     def _trip_counts(self, stacks) -> dict:
         counts: dict = {}

@@ -22,7 +22,7 @@ array([-1., -2.])
 from __future__ import annotations
 
 from .. import errors
-from ..kernels.registry import KernelContext, find_kernel
+from ..kernels.registry import KernelContext, find_kernel, out_variant
 from .devices import host_copy_function, inputs_from_device_memory, with_host_inputs
 
 __all__ = ["KernelResolver"]
@@ -45,6 +45,8 @@ class KernelResolver:
         # Without compiled kernels the CPU runs the NumPy reference kernels (priority 0).
         self._cpu_cap = None if config.use_compiled_kernels else 0
         self.devices_of_kernels: dict = {}
+        # op -> (factory, context) of its CPU kernel, for its out= variant (plan_memory).
+        self._built: dict = {}
 
     def kernel_for(self, op):
         """The callable the executor runs for ``op``; NotFoundError naming the op when no
@@ -68,7 +70,23 @@ class KernelResolver:
             raise
         except Exception as e:
             raise errors.InvalidArgumentError(None, op, f"Cannot build kernel: {e}") from e
-        return self._with_host_copies(op, fn) if dtype == "CPU" else fn
+        if dtype == "CPU":
+            self._built[op] = (factory, ctx)
+            return self._with_host_copies(op, fn)
+        return fn
+
+    def out_kernel_for(self, op):
+        """``(fn(*inputs, out), alias_safe)``: the ``out=`` variant of the CPU kernel
+        :meth:`kernel_for` built for ``op`` (see
+        :func:`dataflow.kernels.registry.register_out_variant`), or None when that
+        kernel has none or its inputs may come from a device's own memory."""
+        built = self._built.get(op)
+        if built is None or self._devices.memory_kinds():
+            return None
+        variant = out_variant(built[0])
+        if variant is None:
+            return None
+        return variant[0](built[1]), variant[1]
 
     def _with_host_copies(self, op, fn):
         """A CPU kernel whose inputs may come from a device with memory of its own (a

@@ -40,6 +40,7 @@ from .denormals import step_float_mode
 from .feeds import feed_templates
 from .fusion import fusion_enabled
 from .loop_hook import attach_loop_compiler, compile_loops_mode
+from .memory_arena import ArenaExecutor
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .tracing import StepStatsCollector, make_executor
@@ -95,10 +96,15 @@ class SingleDriver:
         attach_loop_compiler(plan, tensors, targets, feed_tensors, compile_loops)
         return plan
 
-    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None,
+                arena=None) -> list:
         """Raw fetched values of one step (fed fetches: None); with ``stats`` (a
         :class:`~.step_stats.StepStats`) the step is traced into it; ``loop_log`` (a
-        list) gets ``(frame name, None or why interpreted)`` per loop frame run."""
+        list) gets ``(frame name, None or why interpreted)`` per loop frame run. With
+        ``arena`` (the step's arena, ``plan_memory``) it runs from the memory plan
+        (:class:`~.memory_arena.ArenaExecutor`; not traced node by node)."""
+        if arena is not None:
+            return ArenaExecutor(plan, arena, feed_templates(plan, feed_values)).run(deadline)
         collector = None if stats is None else StepStatsCollector(plan)
         executor = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
                                  collector=collector)
@@ -188,8 +194,11 @@ class StepDriver:
         ops = prune(tensors, targets, set(feed_tensors))
         places = {self._devices.declared_place(op) for op in ops if op.device}
         # Read at every build: DATAFLOW_FUSION may change between plans.
+        # plan_memory plans every op's value: fused groups would leave planned values
+        # unmade, so it runs unfused.
         options = dict(fold_constants=self._config.fold_constants,
-                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise))
+                       fuse_elementwise=fusion_enabled(self._config.fuse_elementwise)
+                       and not getattr(self._config, "plan_memory", False))
         if self.partitioned.wants(places):
             plan = self.partitioned.build(graph, tensors, targets, feed_tensors,
                                           self._kernels.kernel_for,
@@ -204,14 +213,18 @@ class StepDriver:
             self.log_placement(plan)
         return plan
 
-    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None) -> list:
+    def execute(self, plan, feed_values, deadline, stats=None, loop_log=None,
+                arena=None) -> list:
         """Raw fetched values of one step: one executor, or one per partition. With
         ``stats`` (a :class:`~.step_stats.StepStats`) the step is traced into it;
-        ``loop_log`` collects how each loop frame ran (single-executor steps)."""
+        ``loop_log`` collects how each loop frame ran (single-executor steps); with
+        ``arena`` it runs from the memory plan (single executor only)."""
         if isinstance(plan, PartitionedPlan):
             driver, extra = self.partitioned, {}
         else:
             driver, extra = self.single, {"loop_log": loop_log}
+            if arena is not None:
+                extra["arena"] = arena
         with step_float_mode(self._config.flush_denormals, plan):
             if self._thread_limit is None:
                 return driver.execute(plan, feed_values, deadline, stats, **extra)

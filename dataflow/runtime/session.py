@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from .. import errors
 from ..framework.graph import (Operation, Tensor, default_session, get_default_graph,
                                get_default_session)
 from .device_set import DeviceSet
@@ -34,8 +35,10 @@ from .feeds import convert_feeds, fetched_value
 from .host_memory import retain_freed_memory
 from .kernel_resolver import KernelResolver
 from .loop_hook import compile_loops_mode
+from .memory_arena import ArenaCache
 from .memory_budget import BudgetGuard
 from .plan_cache import PlanCache
+from .partitioned import PartitionedPlan
 from .run_modes import StepDriver, WorkerPool
 from .step_stats import StepStats, step_observers
 from .structure import FetchMapper
@@ -88,7 +91,17 @@ class ConfigProto:
     ``flush_denormals`` (on by default, as TF1 and XLA do) runs every kernel of a step
     with subnormal floats flushed to zero (FTZ and DAZ), on every thread that runs one;
     ``False`` keeps IEEE subnormals. The calling thread gets its own mode back when
-    ``run`` returns (see ``dataflow/runtime/denormals.py``):
+    ``run`` returns (see ``dataflow/runtime/denormals.py``);
+    ``plan_memory=True`` runs each step from its memory plan: one arena per compiled
+    step and fed shapes, allocated once, every planned value a view at its offset that
+    its kernel writes into (``out=`` variants; a kernel without one computes and copies,
+    and is listed in ``RunMetadata.copied_kernels``), the plan's order kept, no worker
+    threads and no fusion (see ``dataflow/runtime/memory_arena.py``);
+    ``plan_memory="check"`` also asserts, during the run, that no value is read after
+    another value overwrote its bytes (slow: for tests); ``memory_heap``, a
+    :class:`dataflow.memory.Heap` shared by several sessions, implies ``plan_memory``
+    and keeps their steps within its budget by moving other sessions' gradient and
+    optimizer zones to host copies:
 
     >>> with Session(config=ConfigProto(fuse_elementwise=False)) as sess:
     ...     float(sess.run(df.constant(2.0) * 3.0))
@@ -103,7 +116,7 @@ class ConfigProto:
                  intra_op_parallelism_threads=0, fold_constants=True,
                  fuse_elementwise=True, use_compiled_kernels=True, retain_host_memory=True,
                  partition_mode="threads", memory_budget_bytes=None, compile_loops=None,
-                 flush_denormals=True):
+                 flush_denormals=True, plan_memory=False, memory_heap=None):
         self.device_count = dict(device_count or {})
         self.allow_soft_placement = allow_soft_placement
         self.log_device_placement = log_device_placement
@@ -125,6 +138,13 @@ class ConfigProto:
         self.compile_loops = compile_loops
         # Kernels flush subnormal floats to zero (FTZ/DAZ) on every thread that runs them.
         self.flush_denormals = bool(flush_denormals)
+        # Run steps from their memory plans (True, or "check" to verify the arena too);
+        # a shared dataflow.memory.Heap implies it.
+        if plan_memory not in (False, True, "check"):
+            raise ValueError(f"ConfigProto(plan_memory={plan_memory!r}): expected False, "
+                             "True or 'check'")
+        self.plan_memory = plan_memory or (memory_heap is not None)
+        self.memory_heap = memory_heap
 
 
 def _budget(value):
@@ -176,13 +196,17 @@ class RunMetadata:
     ``compiled_frames`` lists the while-loop frames that ran as compiled functions in the
     run (``ConfigProto.compile_loops``), ``interpreted_frames`` maps each other frame
     that ran to why it ran interpreted (the op or shape that kept it out, or that its
-    compiled code was not ready yet).
-    """
+    compiled code was not ready yet). Under ``ConfigProto(plan_memory=True)``: ``memory_plan``, the step's
+    :class:`dataflow.memory.MemoryPlan`, and ``copied_kernels``, the ``"name (Type)"``
+    of each node whose kernel has no ``out=`` variant (it computes, then copies into
+    its block); None and ``[]`` otherwise."""
 
     def __init__(self):
         self.step_stats = StepStats()
         self.compiled_frames = []
         self.interpreted_frames = {}
+        self.memory_plan = None
+        self.copied_kernels = []
 
 
 class Session:
@@ -211,6 +235,9 @@ class Session:
         self._plans = PlanCache(self._driver.build)   # no reference back to the Session
         self._budget = (BudgetGuard(config.memory_budget_bytes)
                         if config.memory_budget_bytes is not None else None)
+        self._arena = (ArenaCache(check=config.plan_memory == "check",
+                                  heap=config.memory_heap, resources=self._resources)
+                       if config.plan_memory else None)
 
     graph = property(lambda self: self._graph)
     sess_str = property(lambda self: "")
@@ -244,6 +271,8 @@ class Session:
         self._plans.clear()
         if self._budget is not None:
             self._budget.clear()
+        if self._arena is not None:
+            self._arena.clear()
         self._pool.shutdown()
 
     # -- running ---------------------------------------------------------------------------
@@ -259,7 +288,8 @@ class Session:
         targets = [f for f in mapper.unique if isinstance(f, Operation)]
         stats = self._stats_for(options, run_metadata)
         loop_log = [] if run_metadata is not None else None
-        plan, raw = self._run_step(tensors, targets, feed_dict, options, stats, loop_log)
+        plan, raw = self._run_step(tensors, targets, feed_dict, options, stats, loop_log,
+                                   run_metadata)
         if run_metadata is not None:
             run_metadata.step_stats = stats if stats is not None else StepStats()
             _record_loops(run_metadata, plan, loop_log)
@@ -276,7 +306,8 @@ class Session:
         tensors = [self._graph.as_graph_element(f, allow_operation=False) for f in fetches]
         stats = self._stats_for(options, run_metadata)
         loop_log = [] if run_metadata is not None else None
-        plan, raw = self._run_step(tensors, [], feed_dict, options, stats, loop_log)
+        plan, raw = self._run_step(tensors, [], feed_dict, options, stats, loop_log,
+                                   run_metadata)
         if run_metadata is not None:
             run_metadata.step_stats = stats if stats is not None else StepStats()
             _record_loops(run_metadata, plan, loop_log)
@@ -293,10 +324,12 @@ class Session:
             and getattr(options, "trace_level", 0) > RunOptions.NO_TRACE)
         return StepStats() if traced else None
 
-    def _run_step(self, tensors, targets, feed_dict, options, stats=None, loop_log=None):
+    def _run_step(self, tensors, targets, feed_dict, options, stats=None, loop_log=None,
+                  run_metadata=None):
         """The one path of ``run`` and ``run_tokens``: ``(plan, raw results)`` in the
         order of ``tensors`` (fed fetches hold their fed values); ``stats``, a StepStats,
-        gets the step's statistics (a traced run)."""
+        gets the step's statistics (a traced run); ``run_metadata`` the memory plan of a
+        ``plan_memory`` step."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         feed_tensors, feed_values = convert_feeds(self._graph, feed_dict)
@@ -306,7 +339,21 @@ class Session:
                                feed_values)
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
         deadline = time.monotonic() + timeout / 1000.0 if timeout and timeout > 0 else None
-        raw = self._driver.execute(plan, feed_values, deadline, stats, loop_log)
+        if self._arena is None:
+            raw = self._driver.execute(plan, feed_values, deadline, stats, loop_log)
+        else:
+            if isinstance(plan, PartitionedPlan):
+                raise errors.UnimplementedError(
+                    None, None, "ConfigProto(plan_memory=True) runs single-executor steps "
+                    "only; this step is partitioned across devices")
+            with self._arena.run_lock:
+                arena = self._arena.step_for(plan, self._graph, tensors, targets,
+                                             feed_tensors, feed_values, self._kernels)
+                if run_metadata is not None:
+                    run_metadata.memory_plan = arena.plan
+                    run_metadata.copied_kernels = list(arena.copied)
+                raw = self._driver.execute(plan, feed_values, deadline, stats, loop_log,
+                                           arena)
         for j, i in plan.fetch_from_feed.items():
             raw[j] = feed_values[i]
         return plan, raw

@@ -35,6 +35,7 @@ __all__ = [
     "TRANSCENDENTAL_MIN_SIZE",
     "lazy",
     "reference_kernel",
+    "reference_out_kernel",
     "register_numba",
 ]
 
@@ -57,10 +58,14 @@ ARRAY_MIN_SIZE = 4096            # gather, one_hot (elements of the output)
 SELECT_MIN_SIZE = 16384
 
 
-def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False):
+def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False, out=None, out_alias_safe=True):
     """Register ``factory(ctx, ref)`` for ``op_type`` over the NumPy kernel (priority 1).
 
     ``ref`` is the NumPy reference kernel of the same node, for the fallback path.
+    ``out(ctx, ref_out)``, when given, builds the kernel's ``out=`` variant
+    (:func:`dataflow.kernels.registry.register_out_variant`); ``ref_out`` is the NumPy
+    kernel's out variant (None when it has none), for the same fallback;
+    ``out_alias_safe`` as for ``register_out_variant``.
     Nothing is registered when the Numba kernels are switched off.
     """
     def decorate(factory):
@@ -71,8 +76,17 @@ def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False):
         if ENABLED:
             registry.register_kernel(op_type, device="CPU", dtypes=dtypes, priority=1,
                                      parallel=parallel, compiled=True)(numba_factory)
+            if out is not None:
+                registry.register_out_variant(numba_factory, out_alias_safe)(
+                    lambda ctx: out(ctx, reference_out_kernel(ctx)))
         return factory
     return decorate
+
+
+def reference_out_kernel(ctx):
+    """The out variant of ``ctx.op``'s NumPy reference kernel, or None."""
+    variant = registry.out_variant(registry.reference_kernel(ctx.op))
+    return variant[0](ctx) if variant is not None else None
 
 
 def reference_kernel(ctx):

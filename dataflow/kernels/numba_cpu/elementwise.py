@@ -64,8 +64,34 @@ def _unary(ctx, ref):
     return unary
 
 
+def _unary_out(ctx, ref_out):
+    """``_unary`` writing into ``out`` (the same compiled loop, or the NumPy variant)."""
+    dt = _np_dtype(ctx.input_dtypes[0])
+    threshold = _min_size(ctx.op.type)
+    loop = lazy("_elementwise_jit", "unary_loop", ctx.op.type)
+    inplace = lazy("_elementwise_jit", "unary_inplace_loop", ctx.op.type)
+
+    def unary_out(x, out):
+        if type(x) is _ndarray and x.size >= threshold and x.dtype is dt \
+                and x.flags.c_contiguous:
+            if np.may_share_memory(x, out):   # the planner's in-place reuse: x is out
+                inplace(out.reshape(-1))
+            else:
+                loop(x.reshape(-1), out.reshape(-1))
+        else:
+            ref_out(x, out)
+    return unary_out
+
+
+def _out_ok(name) -> bool:
+    """Whether the NumPy kernel of ``name`` has an out variant (the compiled one's
+    fallback)."""
+    from dataflow.kernels.numpy_cpu import math as _math
+    return name in _math._UFUNC_OUT or name in _math._OTHER_OUT
+
+
 for _name in UNARY_OPS:
-    register_numba(_name)(_unary)
+    register_numba(_name, out=_unary_out if _out_ok(_name) else None)(_unary)
 
 
 def _binary(ctx, ref):
@@ -84,25 +110,41 @@ def _binary(ctx, ref):
     return binary
 
 
+def _binary_out(ctx, ref_out):
+    """``_binary`` writing into ``out`` (the same compiled loops, or the NumPy variant)."""
+    name, dt = ctx.op.type, _np_dtype(ctx.input_dtypes[0])
+    loops = {p: lazy("_elementwise_jit", "binary_loop", name, p) for p in PATTERNS}
+    same_min = _min_size(name)
+    low = min(same_min, _dispatch.MULTIPASS_MIN_SIZE)
+
+    def binary_out(x, y, out):
+        if (type(x) is _ndarray and x.size >= low) or (type(y) is _ndarray and y.size >= low):
+            if _broadcast_call(loops, dt, x, y, same_min, out) is not None:
+                return
+        ref_out(x, y, out)
+    return binary_out
+
+
 for _name in BINARY_OPS:
-    register_numba(_name)(_binary)
+    register_numba(_name, out=_binary_out if _out_ok(_name) else None)(_binary)
 
 
-def _broadcast_call(loops, dt, x, y, same_min):
+def _broadcast_call(loops, dt, x, y, same_min, dst=None):
     """Run the compiled loop matching how ``x`` and ``y`` broadcast, or return None
-    (also for same-shape or scalar operands below ``same_min`` elements)."""
+    (also for same-shape or scalar operands below ``same_min`` elements); the result
+    goes into ``dst`` when given (an array of the result's shape and dtype)."""
     if type(x) is not _ndarray:
         if y.size < same_min or type(x) is not dt.type or y.dtype is not dt \
                 or not y.flags.c_contiguous:
             return None
-        out = np.empty(y.shape, dt)
+        out = np.empty(y.shape, dt) if dst is None else dst
         loops["sv"](x, y.reshape(-1), out.reshape(-1))
         return out
     if type(y) is not _ndarray:
         if x.size < same_min or type(y) is not dt.type or x.dtype is not dt \
                 or not x.flags.c_contiguous:
             return None
-        out = np.empty(x.shape, dt)
+        out = np.empty(x.shape, dt) if dst is None else dst
         loops["vs"](x.reshape(-1), y, out.reshape(-1))
         return out
     if x.dtype is not dt or y.dtype is not dt or not (x.flags.c_contiguous
@@ -111,16 +153,18 @@ def _broadcast_call(loops, dt, x, y, same_min):
     if x.shape == y.shape:
         if x.size < same_min:
             return None
-        out = np.empty(x.shape, dt)
+        out = np.empty(x.shape, dt) if dst is None else dst
         loops["vv"](x.reshape(-1), y.reshape(-1), out.reshape(-1))
         return out
     if x.size >= y.size:
-        return _array_with_smaller(loops, dt, x, y, "vs", "rows", "cols", False, same_min)
-    return _array_with_smaller(loops, dt, y, x, "sv", "rows_rev", "cols_rev", True, same_min)
+        return _array_with_smaller(loops, dt, x, y, "vs", "rows", "cols", False, same_min,
+                                   dst)
+    return _array_with_smaller(loops, dt, y, x, "sv", "rows_rev", "cols_rev", True, same_min,
+                               dst)
 
 
 def _array_with_smaller(loops, dt, big, small, scalar_p, rows_p, cols_p, small_first,
-                        same_min):
+                        same_min, dst=None):
     """``big`` op ``small`` (or ``small`` op ``big``) where ``small`` broadcasts as a
     scalar, a row or a column of ``big``; None for other shapes."""
     if small.ndim > big.ndim or big.ndim == 0:
@@ -128,7 +172,7 @@ def _array_with_smaller(loops, dt, big, small, scalar_p, rows_p, cols_p, small_f
     if small.size == 1:
         if big.size < same_min:
             return None
-        out = np.empty(big.shape, dt)
+        out = np.empty(big.shape, dt) if dst is None else dst
         s = small.reshape(-1)[0]
         args = (s, big.reshape(-1)) if small_first else (big.reshape(-1), s)
         loops[scalar_p](*args, out.reshape(-1))
@@ -143,7 +187,7 @@ def _array_with_smaller(loops, dt, big, small, scalar_p, rows_p, cols_p, small_f
     else:
         return None
     b2 = big.reshape(-1, n)
-    out = np.empty(big.shape, dt)
+    out = np.empty(big.shape, dt) if dst is None else dst
     loops[rows_p](*((vec, b2) if small_first else (b2, vec)), out.reshape(-1, n))
     return out
 

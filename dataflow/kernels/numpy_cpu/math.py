@@ -10,15 +10,87 @@ import operator
 import numpy as np
 
 from ...framework.elementwise_table import ELEMENTWISE, INT_DTYPES
-from ..registry import register_kernel
+from ..registry import register_kernel, register_out_variant
 from ._util import const, np_dtype, scalarize
+
+# The out= variants of the elementwise rows (ConfigProto(plan_memory=True) writes into
+# the planned arena): the same NumPy ufunc calls as the row's function, in the same
+# order and dtypes, so the values are bit-identical, and safe when ``out`` is the memory
+# of an input of its shape (the planner's in-place reuse).
+_UFUNC_OUT = {
+    "Neg": np.negative, "Sqrt": np.sqrt, "Abs": np.absolute, "Exp": np.exp, "Log": np.log,
+    "Tanh": np.tanh, "Log1p": np.log1p, "Sign": np.sign, "Floor": np.floor,
+    "Ceil": np.ceil, "Sin": np.sin, "Cos": np.cos, "LogicalNot": np.logical_not,
+    "AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply, "RealDiv": np.true_divide,
+    "Maximum": np.maximum, "Minimum": np.minimum, "Less": np.less,
+    "LessEqual": np.less_equal, "Greater": np.greater, "GreaterEqual": np.greater_equal,
+    "Equal": np.equal, "NotEqual": np.not_equal, "LogicalAnd": np.logical_and,
+    "LogicalOr": np.logical_or,
+}
+
+
+def _square_out(x, out):
+    np.multiply(x, x, out=out)
+
+
+def _relu_out(x, out):                   # np.maximum(x, 0), NaN kept
+    np.maximum(x, 0, out=out)
+
+
+def _sigmoid_out(x, out):                 # 1 / (1 + exp(-x)); reads x in its first pass only
+    with np.errstate(over="ignore"):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+    np.add(1, out, out=out)
+    np.true_divide(1, out, out=out)
+
+
+def _tanh_grad_out(y, dy, out):          # dy * (1 - y * y)
+    np.multiply(y, y, out=out)
+    np.subtract(1, out, out=out)
+    np.multiply(dy, out, out=out)
+
+
+def _sigmoid_grad_out(y, dy, out):       # dy * (y * (1 - y))
+    np.subtract(1, y, out=out)
+    np.multiply(y, out, out=out)
+    np.multiply(dy, out, out=out)
+
+
+def _unless_aliased(passes, ref):
+    """``passes`` (several passes over ``out`` that read the inputs again) when ``out``
+    shares no memory with an input; otherwise the reference result, copied into it."""
+    def out_fn(*args):
+        out = args[-1]
+        for a in args[:-1]:
+            if type(a) is np.ndarray and np.may_share_memory(a, out):
+                np.copyto(out, ref(*args[:-1]))
+                return
+        passes(*args)
+    return out_fn
+
+
+# name -> out function (every one safe when ``out`` is an input's memory of its shape)
+_OTHER_OUT = {"Square": _square_out, "Relu": _relu_out, "Sigmoid": _sigmoid_out,
+              "TanhGrad": _unless_aliased(_tanh_grad_out, ELEMENTWISE["TanhGrad"].numpy),
+              "SigmoidGrad": _unless_aliased(_sigmoid_grad_out,
+                                             ELEMENTWISE["SigmoidGrad"].numpy)}
+
+
+def _ufunc_out(ufunc):
+    return lambda *args: ufunc(*args[:-1], out=args[-1])
 
 
 def _register_elementwise():
     """The reference kernel of every row of the elementwise op table: its NumPy function,
-    and for integer inputs its integer variant where it has one."""
+    and for integer inputs its integer variant where it has one; the out variants of
+    the float (non-integer-variant) kernels."""
     for row in ELEMENTWISE.values():
-        register_kernel(row.name)(const(row.numpy))
+        factory = register_kernel(row.name)(const(row.numpy))
+        if row.name in _UFUNC_OUT:
+            register_out_variant(factory)(const(_ufunc_out(_UFUNC_OUT[row.name])))
+        elif row.name in _OTHER_OUT:
+            register_out_variant(factory)(const(_OTHER_OUT[row.name]))
         if row.numpy_int is not None:
             register_kernel(row.name, dtypes=INT_DTYPES)(const(row.numpy_int))
 
@@ -51,6 +123,12 @@ def _sum(ctx):
 def _prod(ctx):
     axis, kd, dt = _axes(ctx), ctx.attr("keep_dims"), np_dtype(ctx.output_dtypes[0])
     return lambda x: scalarize(np.prod(x, axis=axis, keepdims=kd, dtype=dt))
+
+
+@register_out_variant(_sum)
+def _sum_out(ctx):
+    axis, kd, dt = _axes(ctx), ctx.attr("keep_dims"), np_dtype(ctx.output_dtypes[0])
+    return lambda x, out: np.sum(x, axis=axis, keepdims=kd, dtype=dt, out=out)
 
 
 @register_kernel("Mean")
@@ -109,6 +187,12 @@ def _matmul(ctx):
     if not ta and not tb:
         return operator.matmul
     return lambda a, b: (a.T if ta else a) @ (b.T if tb else b)
+
+
+@register_out_variant(_matmul, alias_safe=False)   # BLAS must not write over its inputs
+def _matmul_out(ctx):
+    ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
+    return lambda a, b, out: np.matmul(a.T if ta else a, b.T if tb else b, out=out)
 
 
 @register_kernel("Cast")

@@ -1,0 +1,168 @@
+"""``ConfigProto(plan_memory=True)``: run a step from its static memory plan.
+
+The planner (:mod:`dataflow.memory`) sits above the runtime (the layers forbid
+``runtime`` importing it), so the arena of a step is built by a registered hook:
+``import dataflow`` installs :func:`dataflow.memory.arena.build_arena_step` with
+:func:`register_arena_builder`. A Session with ``plan_memory`` holds an
+:class:`ArenaCache`: one :class:`ArenaStep`-like object per (compiled step, fed shapes
+and dtypes), built on first use, whose arena is allocated once and reused by every
+later step with those shapes.
+
+The step runs on an :class:`ArenaExecutor`: the plain executor (its scheduler loop is
+not changed) with the built step's kernels, which write into their values' blocks,
+and a ready list that always runs the ready node that comes first in the plan's
+evaluation order (:class:`PlanOrderReady`). Running in that order is what makes the
+plan's block sharing safe: every execution's predecessors come earlier in the order
+(the planner checks it), so the executor runs exactly the order the plan assumed,
+a loop's iterations one after another whatever ``parallel_iterations`` says, and
+no kernel goes to a worker thread (one in flight would let later nodes run before it
+finishes).
+
+>>> calls = []
+>>> cache = ArenaCache(build=lambda *a: calls.append(a[0]) or object())
+>>> step = object()                       # stands for a compiled plan
+>>> first = cache.step_for(step, None, [], [], [], [], None)
+>>> first is cache.step_for(step, None, [], [], [], [], None), len(calls)
+(True, 1)
+"""
+from __future__ import annotations
+
+import heapq
+import threading
+
+import numpy as np
+
+from .executor import DEAD, Executor
+
+__all__ = ["ArenaCache", "ArenaExecutor", "MAX_ARENAS", "PlanOrderReady",
+           "register_arena_builder"]
+
+# Arenas kept per Session; past that it starts afresh (a program feeding a new shape
+# every step must not grow it without bound).
+MAX_ARENAS = 64
+
+# ``build(plan, graph, tensors, targets, feed_tensors, feed_values, kernels, check)``
+# -> the arena step (see dataflow.memory.arena.ArenaStep). Registered by import dataflow.
+_BUILD: list = []
+
+
+def register_arena_builder(build) -> None:
+    """Make ``build`` the function that builds a step's arena for ``plan_memory``
+    (``import dataflow`` registers :func:`dataflow.memory.arena.build_arena_step`).
+
+    ::
+
+        from dataflow.memory.arena import build_arena_step
+        register_arena_builder(build_arena_step)
+    """
+    _BUILD[:] = [build]
+
+
+class ArenaCache:
+    """The arena steps of one Session, by ``(compiled step, fed shapes and dtypes)``.
+
+    ``check`` builds checking steps (``plan_memory="check"``); ``heap`` is a shared
+    :class:`dataflow.memory.Heap` the steps must be admitted to before running;
+    ``resources`` the Session's resources (the heap moves its optimizer variables)."""
+
+    def __init__(self, build=None, check=False, heap=None, resources=None):
+        self._build = build
+        self.check = check
+        self.heap = heap
+        self.resources = resources if resources is not None else {}
+        self.steps: dict = {}
+        self._lock = threading.Lock()
+        # Held for a whole planned step (admission and run): concurrent steps of one
+        # session would share its arenas, and a heap's sessions share the budget, so
+        # they run one at a time (the heap's lock).
+        self.run_lock = getattr(heap, "lock", None) or threading.RLock()
+
+    def step_for(self, plan, graph, tensors, targets, feed_tensors, feed_values, kernels):
+        """The arena step of this compiled step and these fed values, built on first
+        use (and admitted to the heap, if any, every time)."""
+        key = (id(plan), tuple((np.shape(v), getattr(v, "dtype", None)) for v in feed_values))
+        entry = self.steps.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self.steps.get(key)
+                if entry is None:
+                    build = self._build or (_BUILD[0] if _BUILD else None)
+                    if build is None:
+                        raise RuntimeError("ConfigProto(plan_memory=True) needs the memory "
+                                           "planner: import dataflow (it registers "
+                                           "dataflow.memory's arena builder)")
+                    step = build(plan, graph, list(tensors), list(targets),
+                                 list(feed_tensors), list(feed_values), kernels, self.check)
+                    if len(self.steps) >= MAX_ARENAS:
+                        self.clear()
+                    entry = self.steps[key] = (plan, step)
+        if self.heap is not None:
+            self.heap.admit(self, entry[1])
+        return entry[1]
+
+    def clear(self):
+        if self.heap is not None:
+            self.heap.forget(self)
+        self.steps.clear()
+
+
+class PlanOrderReady(list):
+    """The ready list of an :class:`ArenaExecutor`: a heap whose ``pop`` returns the
+    ready ``(gid, iteration)`` that comes first in the plan's evaluation order.
+
+    An execution's key is, from the root frame down, ``(begin of the loop, iteration
+    number)`` for every loop it is in, then its op's time in the order (an Enter, run
+    in the parent iteration, takes its loop's begin). ``pop`` also moves a Merge's
+    value into the Merge's block before the Merge runs (the plan gives a loop
+    variable and a cond's result a block of their own)."""
+
+    __slots__ = ("times", "root_keys", "loop_begin", "merges", "move", "nodes", "pinned",
+                 "_last", "_prefix")
+
+    def __init__(self, step, node_tuples):
+        super().__init__()
+        self.times = step.times
+        self.root_keys = step.root_keys
+        self.loop_begin = step.loop_begin
+        self.merges = step.merges
+        self.move = step.move_into_merge
+        self.nodes = node_tuples
+        self.pinned: dict = {}     # this run's arrays of fetched Merges (see move_into_merge)
+        self._last = None          # the loop iteration whose key prefix is in _prefix
+        self._prefix = ()
+        step.new_run()
+
+    def append(self, item):
+        # Entries are (key, gid, item): two entries never have the same key and gid.
+        gid, it = item
+        if it.is_root:
+            heapq.heappush(self, (self.root_keys[gid], gid, item))
+            return
+        if it is not self._last:   # consecutive pushes are mostly of one iteration
+            prefix, i = (), it
+            while not i.is_root:
+                prefix = (self.loop_begin[i.frame.plan.name], i.num) + prefix
+                i = i.frame.parent_iter
+            self._last, self._prefix = it, prefix
+        heapq.heappush(self, (self._prefix + (self.times[gid],), gid, item))
+
+    def pop(self, index=-1):
+        item = heapq.heappop(self)[2]
+        gid = item[0]
+        if gid in self.merges:
+            it = item[1]
+            base = self.nodes[gid][2]
+            value = it.inputs[base]
+            if value is not DEAD and value is not None:
+                it.inputs[base] = self.move(gid, value, self.pinned)
+        return item
+
+
+class ArenaExecutor(Executor):
+    """An :class:`~.executor.Executor` running one arena step (see the module
+    docstring): the step's kernels, the plan's order, no worker threads."""
+
+    def __init__(self, plan, step, templates=None):
+        super().__init__(plan, None, templates)
+        self.node_tuples = step.node_tuples
+        self.ready = PlanOrderReady(step, step.node_tuples)

@@ -1,0 +1,427 @@
+"""Running steps from their memory plans (ConfigProto(plan_memory=True)) and sharing one
+budget between sessions (df.memory.Heap)."""
+from __future__ import annotations
+
+import gc
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import dataflow as df
+from dataflow.memory import arena as arena_mod
+from dataflow.runtime.memory_arena import ArenaExecutor
+from tests.graph_gen import programs, quiet_numpy
+from tests.op_harness import fresh_rng
+from tests.test_differential import NOT_COMPUTED, assert_same_tokens, executor_tokens
+
+SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": True}
+# plan_memory runs unfused (every planned value is made), so it is compared with the
+# unplanned run of the same kernels.
+UNFUSED = df.ConfigProto(fuse_elementwise=False)
+
+
+def _mlp(rng, sizes=(64, 32, 10), batch=100):
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [None, sizes[0]], name="x")
+        y = df.placeholder(df.float32, [None, sizes[-1]], name="y")
+        h = x
+        for k, (a, b) in enumerate(itertools.pairwise(sizes)):
+            w = df.Variable(rng.standard_normal((a, b)).astype(np.float32) * 0.1, name=f"w{k}")
+            h = df.matmul(h, w) + df.Variable(np.zeros(b, np.float32), name=f"b{k}")
+            if k < len(sizes) - 2:
+                h = df.sigmoid(h)
+        loss = df.reduce_mean(df.nn.softmax_cross_entropy_with_logits(labels=y, logits=h))
+        step = df.train.AdamOptimizer(0.01).minimize(loss)
+        init = df.global_variables_initializer()
+        variables = df.global_variables()
+    feed = {x: rng.standard_normal((batch, sizes[0])).astype(np.float32),
+            y: np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)]}
+    return g, [step, loss], init, feed, variables
+
+
+def _train(g, fetches, init, feed, variables, steps, config):
+    with df.Session(graph=g, config=config) as sess:
+        sess.run(init)
+        losses = [sess.run(fetches, feed)[1] for _ in range(steps)]
+        return losses, sess.run(variables)
+
+
+def _rnn_grad(rng, steps=20, batch=4, hidden=16, cond_in_body=False):
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [hidden, hidden], name="w")
+        x = df.placeholder(df.float32, [batch, hidden], name="x")
+
+        def body(i, h):
+            h2 = df.tanh(df.matmul(h, w) + x)
+            if cond_in_body:
+                h2 = df.cond(i < steps // 2, lambda: h2 * 0.5, lambda: df.sigmoid(h2))
+            return i + 1, h2
+        _, h = df.while_loop(lambda i, h: i < steps, body, (0, df.zeros([batch, hidden])),
+                             name="rnn", parallel_iterations=8)
+        (dw,) = df.gradients(df.reduce_sum(h), [w])
+    feed = {w: (rng.standard_normal((hidden, hidden)) * 0.3).astype(np.float32),
+            x: rng.standard_normal((batch, hidden)).astype(np.float32)}
+    return g, [dw, h], feed
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_planned_training_is_bit_identical(compiled):
+    """An Adam MLP trained from its plan gives the unplanned run's losses and variables
+    bit for bit (compiled kernels and the NumPy ones)."""
+    rng, _ = fresh_rng()
+    g, fetches, init, feed, variables = _mlp(rng, sizes=(64, 256, 10), batch=300)
+    base = dict(use_compiled_kernels=compiled, fuse_elementwise=False)
+    loss0, vars0 = _train(g, fetches, init, feed, variables, 4, df.ConfigProto(**base))
+    loss1, vars1 = _train(g, fetches, init, feed, variables, 4,
+                          df.ConfigProto(plan_memory=True, **base))
+    assert [float(v) for v in loss0] == [float(v) for v in loss1]
+    for a, b in zip(vars0, vars1):
+        np.testing.assert_array_equal(a, b, strict=True)
+
+
+@pytest.mark.parametrize("cond_in_body", [False, True])
+def test_planned_loop_gradient_is_bit_identical(cond_in_body):
+    """A while loop's forward and gradient (stacks, parallel_iterations=8, a cond in the
+    body) from the plan: the same values, and no value read after its bytes were reused
+    (the checking run)."""
+    rng, _ = fresh_rng()
+    g, fetches, feed = _rnn_grad(rng, cond_in_body=cond_in_body)
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        expected = sess.run(fetches, feed)
+    for mode in (True, "check"):
+        with df.Session(graph=g, config=df.ConfigProto(plan_memory=mode)) as sess:
+            for _ in range(2):
+                got = sess.run(fetches, feed)
+                for a, b in zip(expected, got):
+                    np.testing.assert_array_equal(a, b, strict=True)
+            step = next(iter(sess._arena.steps.values()))[1]
+            if mode == "check":
+                assert step.checker.reads > 100 and step.checker.writes > 100
+
+
+def _forward_graph(rng, batch=256, width=256, layers=3):
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [batch, width], name="x")
+        h = x
+        for _ in range(layers):
+            w = df.constant((rng.standard_normal((width, width)) / 16).astype(np.float32))
+            b = df.constant(rng.standard_normal(width).astype(np.float32))
+            h = df.tanh(df.matmul(h, w) + b)
+        out = df.reduce_sum(h)
+    return g, out, {x: rng.standard_normal((batch, width)).astype(np.float32)}
+
+
+def _step_allocation(sess, fetch, feed) -> int:
+    """Bytes allocated at the peak of one step over what existed before it."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        sess.run(fetch, feed)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - base
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_arena_is_allocated_once_and_steps_allocate_nothing_for_it(compiled):
+    """After the first step, a step whose kernels all write into the arena allocates
+    none of its values (tracemalloc): less than one value's bytes at its peak, where the
+    unplanned step allocates several."""
+    rng, _ = fresh_rng()
+    g, out, feed = _forward_graph(rng)
+    value_bytes = 256 * 256 * 4
+    config = dict(use_compiled_kernels=compiled, fuse_elementwise=False)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=True, **config)) as sess:
+        meta = df.RunMetadata()
+        expected = sess.run(out, feed, run_metadata=meta)
+        assert meta.copied_kernels == []
+        arena = next(iter(sess._arena.steps.values()))[1].arena
+        sess.run(out, feed)
+        planned = _step_allocation(sess, out, feed)
+        assert next(iter(sess._arena.steps.values()))[1].arena is arena
+        assert sess.run(out, feed) == expected
+    with df.Session(graph=g, config=df.ConfigProto(**config)) as sess:
+        sess.run(out, feed)
+        unplanned = _step_allocation(sess, out, feed)
+    assert planned < value_bytes // 4, planned
+    assert unplanned > 2 * value_bytes, unplanned
+
+
+def test_kernels_without_an_out_variant_are_listed():
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [32, 64], name="x")
+        y = df.transpose(df.nn.softmax(x * 2.0), name="t")
+        z = df.reduce_sum(df.exp(y), name="total")
+    feed = {x: rng.standard_normal((32, 64)).astype(np.float32)}
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=True)) as sess:
+        meta = df.RunMetadata()
+        got = sess.run(z, feed, run_metadata=meta)
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        assert sess.run(z, feed) == got
+    assert set(meta.copied_kernels) == {f"{y.op.name} (Transpose)",
+                                        f"{y.op.inputs[0].op.name} (Softmax)"}
+    assert meta.memory_plan.arena_bytes > 0
+
+
+def test_two_shapes_get_two_arenas_and_fetches_are_not_arena_views():
+    """One arena per fed shape; a fetched value survives later steps unchanged."""
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [None, 16], name="x")
+        y = df.tanh(x * 3.0) + 1.0
+        z = df.reduce_sum(df.tanh(y), axis=1)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=True)) as sess:
+        a = rng.standard_normal((8, 16)).astype(np.float32)
+        b = rng.standard_normal((5, 16)).astype(np.float32)
+        first = sess.run([y, z], {x: a})
+        kept = [v.copy() for v in first]
+        sess.run([y, z], {x: b})
+        sess.run([y, z], {x: a * 2})
+        for v, k in zip(first, kept):
+            np.testing.assert_array_equal(v, k)
+        assert len(sess._arena.steps) == 2
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        for v, e in zip(first, sess.run([y, z], {x: a})):
+            np.testing.assert_array_equal(v, e, strict=True)
+
+
+def test_the_checker_fails_a_plan_that_shares_live_memory(monkeypatch):
+    """The checking run is not vacuous: a plan whose values all sit at offset 0 fails it,
+    naming the value read after another overwrote it."""
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [64], name="x")
+        a = df.tanh(x)
+        out = df.reduce_sum(a * df.exp(a))        # a is read after exp(a) is written
+    feed = {x: rng.standard_normal(64).astype(np.float32)}
+    real_plan = arena_mod._plan
+
+    def overlapping_plan(*args, **kwargs):
+        p = real_plan(*args, **kwargs)
+        for b in p.buffers:
+            if not b.pinned:
+                b.offset = 0
+        p.arena_bytes = max(b.size for b in p.buffers if not b.pinned)
+        return p
+    monkeypatch.setattr(arena_mod, "_plan", overlapping_plan)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
+        with pytest.raises(df.errors.OpError, match="read 'Tanh:0' .* after 'Exp:0'"):
+            sess.run(out, feed)
+
+
+def test_the_plan_order_is_kept_while_the_default_order_breaks_it(monkeypatch):
+    """The executor's own ready order (last in, first out) interleaves loop iterations
+    that the plan puts one after another: the checker catches it on this loop, and the
+    plan's order passes."""
+    rng, _ = fresh_rng()
+    g, fetches, feed = _rnn_grad(rng, steps=6, cond_in_body=True)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
+        sess.run(fetches, feed)
+
+    class LastInFirstOut(list):
+        def __init__(self, step, nodes):
+            super().__init__()
+            self.step, self.nodes = step, nodes
+
+        def pop(self, index=-1):
+            gid, it = list.pop(self)
+            if gid in self.step.merges and it.inputs[self.nodes[gid][2]] is not None:
+                base = self.nodes[gid][2]
+                if it.inputs[base] is not df.runtime.executor.DEAD:
+                    it.inputs[base] = self.step.move_into_merge(gid, it.inputs[base], {})
+            return gid, it
+
+    def lifo_init(self, plan, step, templates=None):
+        df.runtime.executor.Executor.__init__(self, plan, None, templates)
+        self.node_tuples = step.node_tuples
+        self.ready = LastInFirstOut(step, step.node_tuples)
+    monkeypatch.setattr(ArenaExecutor, "__init__", lifo_init)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
+        with pytest.raises(df.errors.OpError, match="overwrote its bytes"):
+            sess.run(fetches, feed)
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(program=programs(max_statements=10, nested=True))
+def test_no_two_live_values_overlap_on_random_control_flow(program):
+    """The differential generator's programs (nested conds and loops, raw Switch/Merge
+    diamonds and loops, parallel_iterations up to 10) run from their plans with the
+    checker on: the same tokens as the unplanned run, and no value is read after
+    another value overwrote its bytes."""
+    with quiet_numpy():
+        graph, fetches, feeds = program.build()
+        expected = executor_tokens(graph, fetches, feeds)
+        with df.Session(graph=graph, config=df.ConfigProto(plan_memory="check")) as sess:
+            try:
+                actual = sess.run_tokens(fetches, feeds)
+            except df.errors.InternalError as e:
+                assert "without computing fetch" in str(e), e
+                actual = NOT_COMPUTED
+    assert_same_tokens(expected, actual, fetches)
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(program=programs(max_statements=10))
+def test_no_two_live_values_overlap_on_random_programs(program):
+    with quiet_numpy():
+        graph, fetches, feeds = program.build()
+        expected = executor_tokens(graph, fetches, feeds)
+        with df.Session(graph=graph, config=df.ConfigProto(plan_memory="check")) as sess:
+            try:
+                actual = sess.run_tokens(fetches, feeds)
+            except df.errors.InternalError as e:
+                assert "without computing fetch" in str(e), e
+                actual = NOT_COMPUTED
+    assert_same_tokens(expected, actual, fetches)
+
+
+def test_bad_plan_memory_value_and_partitioned_steps():
+    with pytest.raises(ValueError, match="plan_memory"):
+        df.ConfigProto(plan_memory="yes")
+    g = df.Graph()
+    with g.as_default():
+        with df.device("/cpu:0"):
+            a = df.constant(np.ones(4, np.float32)) * 2.0
+        with df.device("/cpu:1"):
+            b = a + 1.0
+    config = df.ConfigProto(plan_memory=True, device_count={"CPU": 2})
+    with df.Session(graph=g, config=config) as sess:
+        with pytest.raises(df.errors.UnimplementedError, match="partitioned"):
+            sess.run(b)
+
+
+# -- the shared heap ---------------------------------------------------------------------------
+def _heap_models(rng):
+    a = _mlp(rng, sizes=(64, 64, 10), batch=1000)
+    b = _mlp(rng, sizes=(64, 128, 128, 10), batch=1000)
+    return a, b
+
+
+def _weights_bytes(model, optimizer_names):
+    g, _, _, _, variables = model
+    return sum(int(np.prod(v.shape.as_list())) * 4 for v in variables
+               if v.op.get_attr("shared_name") not in optimizer_names)
+
+
+def test_heap_switching_a_b_a_resumes_training_bit_identically():
+    """Sessions A and B share a Heap that cannot hold B's step beside all of A: running
+    B evicts A's optimizer zone and arena to host copies (A's slots are gone meanwhile),
+    running A again restores them, and A's training continues exactly as if alone."""
+    rng, _ = fresh_rng()
+    model_a, model_b = _heap_models(rng)
+    peak = {m[0]: df.memory.plan(m[1], feed_dict=m[3], graph=m[0]).peak_bytes
+            for m in (model_a, model_b)}
+    init_peak = max(df.memory.plan(m[2], graph=m[0]).peak_bytes for m in (model_a, model_b))
+    optimizer_a = set(arena_mod._optimizer_variables(model_a[0].get_operations()))
+    assert {"w0/Adam", "w0/Adam_1", "beta1_power"} <= optimizer_a
+    budget = max(peak[model_b[0]], init_peak) + _weights_bytes(model_a, optimizer_a) + 4096
+    assert budget < peak[model_a[0]] + peak[model_b[0]]
+    heap = df.memory.Heap(budget)
+    config = df.ConfigProto(memory_heap=heap)
+    g_a, fetches_a, init_a, feed_a, vars_a = model_a
+    g_b, fetches_b, init_b, feed_b, _ = model_b
+    sess_a = df.Session(graph=g_a, config=config)
+    sess_b = df.Session(graph=g_b, config=config)
+    sess_a.run(init_a)
+    sess_b.run(init_b)
+    losses = [sess_a.run(fetches_a, feed_a)[1] for _ in range(3)]
+    evicted_before = len(heap.evictions)
+    for _ in range(2):
+        sess_b.run(fetches_b, feed_b)
+    assert len(heap.evictions) > evicted_before and heap.evictions[-1][0] == "session 0"
+    assert sess_a._resources["w0/Adam"].value is None        # really moved out
+    assert sess_a._resources["w0"].value is not None         # the weights stay
+    assert not sess_a._arena.steps
+    losses += [sess_a.run(fetches_a, feed_a)[1] for _ in range(3)]
+    assert heap.restores[-1][0] == "session 0"
+    final = sess_a.run(vars_a)
+    sess_a.close()
+    sess_b.close()
+    ref_losses, ref_final = _train(g_a, fetches_a, init_a, feed_a, vars_a, 6, UNFUSED)
+    assert [float(v) for v in losses] == [float(v) for v in ref_losses]
+    for a, b in zip(final, ref_final):
+        np.testing.assert_array_equal(a, b, strict=True)
+
+
+def test_heap_refuses_a_step_that_cannot_fit_even_alone():
+    """A step over the heap's budget on its own fails before running: the variables
+    keep their values."""
+    rng, _ = fresh_rng()
+    g, fetches, init, feed, variables = _mlp(rng, batch=500)
+    need = df.memory.plan(fetches, feed_dict=feed, graph=g).peak_bytes
+    heap = df.memory.Heap(need - 1)
+    with df.Session(graph=g, config=df.ConfigProto(memory_heap=heap)) as sess:
+        sess.run(init)
+        before = sess.run(variables)
+        with pytest.raises(df.errors.ResourceExhaustedError, match=f"needs {need} bytes"):
+            sess.run(fetches, feed)
+        for a, b in zip(before, sess.run(variables)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_planned_run_measures_what_the_cond_loop_plan_predicts():
+    """A cond inside a while loop, with its gradient: the planned run's measured bytes
+    (its arena plus the step's tracemalloc peak) are within 5% of the plan's arena +
+    stacks + fetched values. Each iteration pushes in one branch only, and the plan
+    counts the larger branch's stacks, not both."""
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [128, 128], name="w")
+        x = df.placeholder(df.float32, [64, 128], name="x")
+
+        def body(i, h):
+            h = df.tanh(df.matmul(h, w))
+            return i + 1, df.cond(i % 2 < 1, lambda: h * 0.5, lambda: df.sigmoid(h) + x)
+        _, h = df.while_loop(lambda i, h: i < 12, body, (0, x))
+        (dw,) = df.gradients(df.reduce_sum(h), [w])
+    feed = {w: (rng.standard_normal((128, 128)) / 16).astype(np.float32),
+            x: rng.standard_normal((64, 128)).astype(np.float32)}
+    p = df.memory.plan(dw, feed_dict=feed, graph=g)
+    branch_stacks = [s for s in p.stacks if s.branch is not None]
+    assert len(branch_stacks) == 2 and branch_stacks[0].branch[0] == branch_stacks[1].branch[0]
+    both = sum(s.bytes_for(p.trip_counts) for s in p.stacks)
+    assert p.stack_bytes_for() == both - branch_stacks[0].bytes_for(p.trip_counts)
+    predicted = p.arena_bytes + p.stack_bytes_for() + p.zones["fetches"]
+    config = df.ConfigProto(plan_memory=True, inter_op_parallelism_threads=1)
+    with df.Session(graph=g, config=config) as sess:
+        sess.run(dw, feed)
+        transient = _step_allocation(sess, dw, feed)
+        arena = next(iter(sess._arena.steps.values()))[1].arena.nbytes
+    assert abs((arena + transient) / predicted - 1) < 0.05, (arena + transient, predicted)
+
+
+def test_concurrent_runs_of_one_planned_session_do_not_share_the_arena_at_once():
+    """Steps of one session from several threads run one at a time over the arena:
+    every result equals the single-threaded one."""
+    import threading
+    rng, _ = fresh_rng()
+    g, out, feed = _forward_graph(rng, batch=512, width=256, layers=6)
+    feeds = [{k: v * (i + 1) for k, v in feed.items()} for i in range(3)]
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        expected = [sess.run(out, f) for f in feeds]
+    errors_seen = []
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=True)) as sess:
+        def work(i):
+            for _ in range(8):
+                if sess.run(out, feeds[i]) != expected[i]:
+                    errors_seen.append(i)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors_seen == []
