@@ -19,6 +19,7 @@ records the rest of its trace.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -31,14 +32,15 @@ from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
-from .location import Locator
+from .location import _IN_LIBRARY, Locator, _in_library
 from .trace import TraceRecorder, TracedTensor, freeze_attrs, is_recorded, variable_name
-from .trace_graph import END, START, node_key
+from .trace_graph import END, START
 
 __all__ = ["CoRun", "Handle", "GraphWorker"]
 
 _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
+_NO_FEEDS: dict = {}   # shared by matched ops without fed inputs: never written to
 _FED = ("f",)
 INLINE_DEADLINE_S = 120.0
 _RESOURCE = _dtypes.resource
@@ -168,6 +170,12 @@ class CoRun:
         self._graph_done = threading.Event()
         self._worker = worker
         self._started = False
+        # Looked up once per op in dispatch: bound here once per step.
+        self._succ = tg.succ
+        self._out_specs = [node.out_specs for node in tg.nodes]
+        self._edge_selects = step.edge_selects
+        self._feed_keys = step.feed_keys
+        self._dynamic = step.dynamic
 
     def _start(self, inline=False):
         """Start the graph side (once). ``inline``: the Python side has sent everything
@@ -204,14 +212,33 @@ class CoRun:
         if not is_recorded(op_type):
             # Printing, random numbers, I/O: run now in Python on fetched inputs.
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
-        location = self.locator.here()
-        wiring, feed_specs, fed = [], [], {}
+        # The location (Locator.here, inlined: this runs once per op of every step).
+        locator = self.locator
+        boundary = locator.boundary
+        f = sys._getframe(1)
+        sites = []
+        known = _IN_LIBRARY
+        while f is not None and f is not boundary:
+            code = f.f_code
+            lib = known.get(id(code))
+            if lib is None:
+                lib = _in_library(code)
+            if not lib:
+                sites.append((id(code), f.f_lasti))
+            f = f.f_back
+        stack = tuple(sites)
+        counts = locator.counts
+        n = counts.get(stack, 0)
+        counts[stack] = n + 1
+        location = (stack, n)
+        wiring, feed_specs, fed = [], [], None
         for slot, t in enumerate(inputs):
-            if type(t) is Handle and t._run is self:
+            tt = type(t)
+            if tt is Handle and t._run is self:
                 wiring.append(("n", t._node, t._value_index))
                 feed_specs.append(None)
                 continue
-            if not isinstance(t, EagerTensor):
+            if tt is not EagerTensor and not isinstance(t, EagerTensor):
                 _eager._check_input(op_type, t)
             if t._dtype is _RESOURCE:
                 vname = variable_name(t)
@@ -223,15 +250,24 @@ class CoRun:
             value = t._value
             feed_specs.append((t._dtype, value.shape if type(value) is np.ndarray
                                else np.shape(value)))
+            if fed is None:
+                fed = {}
             fed[slot] = t
-        attrs = attrs or {}
+        if attrs is None:
+            attrs = {}
         cur = self.cur
-        succ = self.tg.succ[cur]
+        succ = self._succ[cur]
         nid = None
         if succ:
-            key = node_key(op_type, freeze_attrs(attrs), location, tuple(wiring),
-                           tuple(feed_specs))
-            nid = succ.get(key)
+            if attrs:
+                attrs_key = tuple(attrs.items())
+                try:
+                    hash(attrs_key)
+                except TypeError:
+                    attrs_key = freeze_attrs(attrs)
+            else:
+                attrs_key = ()
+            nid = succ.get((op_type, attrs_key, location, tuple(wiring), tuple(feed_specs)))
         if nid is None:
             self._fallback()
             # The new op runs now, recorded at the location just computed.
@@ -240,19 +276,28 @@ class CoRun:
                 return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
             finally:
                 self.recorder.replaying(None)
-        self._take_edge(cur, nid)
-        rv = self.step.feed_keys
-        send = self.rv.send
-        for slot, t in fed.items():
-            send(rv[(nid, slot)], t._value, False)
+        selects = self._edge_selects.get((cur, nid))
+        if selects:
+            send = self.rv.send
+            for key, case in selects:
+                send(key, case, False)
+        self.cur = nid
+        if fed is None:
+            fed = _NO_FEEDS
+        else:
+            rv = self._feed_keys
+            send = self.rv.send
+            for slot, t in fed.items():
+                send(rv[(nid, slot)], t._value, False)
         self.matched.append((nid, fed))
-        node = self.tg.nodes[nid]
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
+        dynamic = self._dynamic
         outs = []
-        dynamic = self.step.dynamic
-        for k, (dt, shape) in enumerate(node.out_specs):
-            h = Handle(self, nid, k, dt, None if (nid, k) in dynamic else shape, op)
+        for k, (dt, shape) in enumerate(self._out_specs[nid]):
+            if dynamic and (nid, k) in dynamic:
+                shape = None
+            h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
