@@ -116,6 +116,21 @@ class Handle(TracedTensor):
         return self._shape.as_list()[0]
 
 
+def _user_stack(f, boundary) -> tuple:
+    """The user's call-site stack from frame ``f`` out to ``boundary`` (as
+    :meth:`.location.Locator.stack`)."""
+    sites = []
+    while f is not None and f is not boundary:
+        code = f.f_code
+        lib = _IN_LIBRARY.get(id(code))
+        if lib is None:
+            lib = _in_library(code)
+        if not lib:
+            sites.append((id(code), f.f_lasti))
+        f = f.f_back
+    return tuple(sites)
+
+
 class GraphWorker:
     """Starts the graph side of each co-executed step on a thread of its own.
 
@@ -152,7 +167,7 @@ class CoRun:
     """One co-executed step of ``fn_state`` (a :class:`~.function.Function`'s state) on
     ``step`` (its :class:`~.generate.StepGraph`)."""
 
-    def __init__(self, tg, step, resources, worker, ready_order=None):
+    def __init__(self, tg, step, resources, worker, ready_order=None, gradient_memo=None):
         self.tg = tg
         self.step = step
         self.locator = Locator()
@@ -176,6 +191,10 @@ class CoRun:
         self._edge_selects = step.edge_selects
         self._feed_keys = step.feed_keys
         self._dynamic = step.dynamic
+        # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
+        # for this TraceGraph; and how many ops ran in Python (not matched) so far.
+        self.gradient_memo = {} if gradient_memo is None else gradient_memo
+        self._python_ops = 0
 
     def _start(self, inline=False):
         """Start the graph side (once). ``inline``: the Python side has sent everything
@@ -211,6 +230,7 @@ class CoRun:
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
         if not is_recorded(op_type):
             # Printing, random numbers, I/O: run now in Python on fetched inputs.
+            self._python_ops += 1
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
         # The location (Locator.here, inlined: this runs once per op of every step).
         locator = self.locator
@@ -307,6 +327,158 @@ class CoRun:
         else:
             op._inputs = _NO_INPUTS
         return op
+
+    # -- GradientTape.gradient as one step of the skeleton ----------------------------------
+    def gradient(self, tape, targets, sources, output_gradients):
+        """``tape``'s gradients (installed as the autodiff layer's ``GRADIENT_RUNNER``).
+
+        The gradient ops follow from the ops on the tape, the targets and the sources
+        alone: registered gradient functions see an op's type, attributes, dtypes and
+        shapes, never values (``df.gradients`` runs the same functions on a graph). So
+        once a gradient computed from a node, at a call site, over the same taped nodes
+        matched graph nodes, a later step in the same state matches the same nodes with
+        the same fed constants: they are taken and fed from the memo, without running
+        the gradient functions. Anything that would make the computation differ is in
+        the memo key (the node matched last, the call site and its iteration index, the
+        taped nodes, the targets and the sources) or keeps it out of the memo (a value
+        read, an op run in Python, an outer tape recording, output gradients, a
+        fallback); a different shape or path upstream means different taped nodes.
+        """
+        compute = tape._eager_gradients
+        if (self.recorder is not None or threading.get_ident() != self.owner
+                or output_gradients is not None or _eager.RECORDERS):
+            return compute(targets, sources, output_gradients)
+        stack = _user_stack(sys._getframe(1), self.locator.boundary)
+        key = self._gradient_key(tape, targets, sources, stack)
+        if key is None:
+            return compute(targets, sources, output_gradients)
+        entry = self.gradient_memo.get(key)
+        if entry is not None:
+            return self._take_gradient(tape, entry, stack)
+        start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
+        grads = compute(targets, sources, output_gradients)
+        if (self.recorder is None and len(self.read) == reads
+                and self._python_ops == python_ops):
+            entry = self._gradient_entry(tape, start, stack, grads)
+            if entry is not None:
+                self.gradient_memo[key] = entry
+        return grads
+
+    def _gradient_key(self, tape, targets, sources, stack):
+        """The memo key of a gradient computation, or None when something in it is not
+        a node of this step (an op run in Python on the tape, a target or source that
+        is neither a matched output nor a variable)."""
+        taped = []
+        for op in tape._ops:
+            outs = op._outputs
+            if not outs:
+                return None
+            h = outs[0]
+            if type(h) is not Handle or h._run is not self:
+                return None
+            taped.append(h._node)
+        wired = []
+        for t in targets:
+            if type(t) is not Handle or t._run is not self:
+                return None
+            wired.append((t._node, t._value_index))
+        for s in sources:
+            t = getattr(s, "handle", None)
+            t = s if t is None else t
+            if type(t) is Handle and t._run is self:
+                wired.append(("n", t._node, t._value_index))
+                continue
+            name = variable_name(t) if isinstance(t, EagerTensor) else None
+            if name is None:
+                return None
+            wired.append(("v", name))
+        return (self.cur, stack, self.locator.counts.get(stack, 0), tuple(taped),
+                tuple(wired))
+
+    def _gradient_entry(self, tape, start, stack, grads):
+        """What a later step replays: per matched node, its fed inputs (an input of a
+        taped op, as ``(op index, input index)``: a forward input such as the batch, fed
+        anew from the tape each step; or a constant the gradient functions made from the
+        op's static type, attributes and shapes, fed again as it is), the call site's
+        count after them and the nodes of the gradients. None when an op inside ran at
+        another call site (a user function called from a gradient)."""
+        segment = self.matched[start:]
+        nodes = self.tg.nodes
+        if any(nodes[nid].location[0] != stack for nid, _ in segment):
+            return None
+        taped_inputs = {id(t): (i, j) for i, op in enumerate(tape._ops)
+                        for j, t in enumerate(op._inputs)}
+        feeds = []
+        for nid, fed in segment:
+            spec = []
+            for slot, t in fed.items():
+                at = taped_inputs.get(id(t))
+                if at is None and type(t) is not EagerTensor:
+                    return None     # not a constant made in the gradient functions
+                spec.append((slot, at, t))
+            feeds.append((nid, tuple(spec)))
+        inside = {nid for nid, _ in segment}
+        results = []
+        for g in grads:
+            if g is None:
+                results.append(None)
+            elif type(g) is Handle and g._run is self and g._node in inside:
+                results.append((g._node, g._value_index))
+            else:
+                return None
+        return tuple(feeds), self.locator.counts.get(stack, 0), tuple(results)
+
+    def _take_gradient(self, tape, entry, stack):
+        segment, count, results = entry
+        send = self.rv.send
+        feed_keys = self._feed_keys
+        edge_selects = self._edge_selects
+        matched = self.matched
+        taped = tape._ops
+        cur = self.cur
+        for nid, spec in segment:
+            selects = edge_selects.get((cur, nid))
+            if selects:
+                for key, case in selects:
+                    send(key, case, False)
+            fed = _NO_FEEDS
+            if spec:
+                fed = {}
+                for slot, at, t in spec:
+                    if at is not None:
+                        t = taped[at[0]]._inputs[at[1]]
+                    fed[slot] = t
+                    send(feed_keys[(nid, slot)], t._value, False)
+            matched.append((nid, fed))
+            cur = nid
+        self.cur = cur
+        self.locator.counts[stack] = count
+        made: dict = {}
+        grads = []
+        for r in results:
+            if r is None:
+                grads.append(None)
+                continue
+            nid, k = r
+            outs = made.get(nid)
+            if outs is None:
+                outs = made[nid] = self._node_handles(nid)
+            grads.append(outs[k])
+        return grads
+
+    def _node_handles(self, nid):
+        """Handles for all outputs of node ``nid`` (matched without running its op)."""
+        node = self.tg.nodes[nid]
+        op = EagerOp(_eager._eager_graph(), node.op_type, node.name, _NO_INPUTS,
+                     node.attrs)
+        dynamic = self._dynamic
+        outs = []
+        for k, (dt, shape) in enumerate(node.out_specs):
+            h = Handle(self, nid, k, dt, None if (nid, k) in dynamic else shape, op)
+            self.handles[(nid, k)] = weakref.ref(h)
+            outs.append(h)
+        op._outputs = outs
+        return outs
 
     def _take_edge(self, u, v):
         for key, case in self.step.edge_selects.get((u, v), ()):

@@ -12,6 +12,7 @@ import random
 import sys
 import threading
 
+from ..autodiff import tape as _tape
 from ..framework import eager as _eager
 from .coexec import CoRun, GraphWorker
 from .generate import generate
@@ -50,6 +51,7 @@ class Function:
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
         self._worker = None            # the graph side's thread, made at the first graph step
+        self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         functools.update_wrapper(self, fn)
 
@@ -117,8 +119,10 @@ class Function:
         if self._worker is None:
             self._worker = GraphWorker()
         run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
-                    self._ready_rng)
+                    self._ready_rng, self._gradient_memo)
         previous = _eager.set_dispatcher(run.dispatch)
+        previous_runner = _tape.GRADIENT_RUNNER[0]
+        _tape.GRADIENT_RUNNER[0] = run.gradient
         try:
             try:
                 result = self._call(run.locator, args, kwargs)
@@ -131,6 +135,7 @@ class Function:
                 raise
         finally:
             _eager.set_dispatcher(previous)
+            _tape.GRADIENT_RUNNER[0] = previous_runner
             if run.recorder is not None:
                 _remove(_eager.RECORDERS, run.recorder.record)
                 detach(run.recorder)
@@ -156,6 +161,7 @@ class Function:
         self.stats["traces"] = self._tg.num_traces + self._unrepeatable
         if regenerate and (changed or self._step is None) and self._tg.nodes:
             self._step = generate(self._tg, _eager._eager_graph().resources)
+            self._gradient_memo = {}
 
     def _give_up(self, reason):
         """Run imperatively from now on (the program's steps cannot form one DAG)."""
