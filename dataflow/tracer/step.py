@@ -205,6 +205,9 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     tensor still referenced when the step returns is materialised. Variables must be
     created once (a step that makes a new variable every call never reaches the graph);
     an output whose shape the graph cannot infer is fetched when Python asks for it.
+    A ``GradientTape.gradient`` that the skeleton matched once is taken from a memo in
+    later steps (same taped nodes, call site, targets and sources): its graph nodes are
+    matched and fed without running the gradient functions in Python again.
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])
