@@ -730,13 +730,15 @@ class ScaledModel:
         self.w = df.Variable(wv)
         self.b = df.Variable(np.zeros(wv.shape[1], np.float32))
 
-    def step(self, x, scale, both=True):
+    def step(self, x, scale, both=True, extra=False):
         with df.GradientTape() as tape:
             loss = df.reduce_sum(df.square(df.matmul(x, self.w) + self.b)) * scale
         sources = [self.w, self.b] if both else [self.w]
         grads = tape.gradient(loss, sources)
         for g, v in zip(grads, sources):
             v.assign_sub(0.01 * g)
+        if extra:               # an op after the gradient on a path not seen yet
+            loss = loss * 2.0
         return loss, grads
 
 
@@ -745,8 +747,8 @@ def _scaled_run(mode, wv, batches):
         model = ScaledModel(wv)
         step = df.function(model.step, mode=mode)
         out = []
-        for x, scale, both in batches:
-            loss, grads = step(df.constant(x), scale, both)
+        for x, scale, both, *extra in batches:
+            loss, grads = step(df.constant(x), scale, both, *extra)
             out.append((float(loss), [g.numpy() for g in grads]))
         return out, step, model.w.numpy()
 
@@ -806,3 +808,18 @@ def test_a_new_shape_or_new_sources_after_a_memo_match_fall_back_correctly(rng, 
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
     assert step.stats == {"traces": 3, "fallbacks": 2, "graph_steps": 6, "eager_steps": 2}
     assert hits[0] == 3
+
+
+def test_a_fallback_after_a_memo_match_reruns_the_gradient_once(rng, monkeypatch):
+    wv = rng.standard_normal((4, 3)).astype(np.float32)
+    batches = [(rng.standard_normal((5, 4)).astype(np.float32), 1.5, True, i == 4)
+               for i in range(6)]
+    want, _, want_w = _scaled_run("eager", wv, batches)
+    hits = _count_memo_hits(monkeypatch)
+    got, step, got_w = _scaled_run("graph", wv, batches)
+    # Step 5 takes the gradient from the memo, then falls back at the new op after it:
+    # the matched ops, the memo's gradient nodes among them, are re-run once eagerly.
+    _assert_same_run(got, want)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    assert step.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 3, "eager_steps": 2}
+    assert hits[0] == 2
