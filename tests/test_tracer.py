@@ -823,3 +823,45 @@ def test_a_fallback_after_a_memo_match_reruns_the_gradient_once(rng, monkeypatch
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
     assert step.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 3, "eager_steps": 2}
     assert hits[0] == 2
+
+
+def test_an_optimizer_update_comes_from_the_memo_until_its_learning_rate_changes(
+        rng, monkeypatch):
+    from dataflow.tracer.coexec import CoRun
+    xs, ys = _batches(rng, 8)
+    schedule = [0.01] * 4 + [0.003] * 4      # a Python learning rate changed at step 5
+
+    def train(mode):
+        with df.eager_mode():
+            model = MLP(7)
+            step = df.function(model.step, mode=mode)
+            losses = []
+            for x, y, lr in zip(xs, ys, schedule):
+                model.opt._lr = lr
+                losses.append(float(step(df.constant(x), df.constant(y))))
+            return losses, step, [v.numpy() for v in model.variables]
+
+    want, _, want_vars = train("eager")
+    taken = {"segments": 0, "gradients": 0}
+    take_segment, take_gradient = CoRun._take_segment, CoRun._take_gradient
+
+    def counting_segment(self, *args):
+        taken["segments"] += 1
+        return take_segment(self, *args)
+
+    def counting_gradient(self, *args):
+        taken["gradients"] += 1
+        return take_gradient(self, *args)
+
+    monkeypatch.setattr(CoRun, "_take_segment", counting_segment)
+    monkeypatch.setattr(CoRun, "_take_gradient", counting_gradient)
+    got, step, got_vars = train("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_vars, want_vars):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    # Gradients: computed at step 3, from the memo at steps 4-8. Updates: computed at
+    # step 3, from the memo at step 4, computed again at step 5 (new learning rate: the
+    # same nodes, the new value fed), from the memo at steps 6-8.
+    assert taken["gradients"] == 5
+    assert taken["segments"] - taken["gradients"] == 4

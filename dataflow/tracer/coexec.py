@@ -131,6 +131,13 @@ def _user_stack(f, boundary) -> tuple:
     return tuple(sites)
 
 
+# Optimizer attributes that are its variables' tables, not Python state its updates read
+# as values (slots exist once made: a step that makes one runs a VarHandleOp in Python,
+# which keeps that step's update out of the memo).
+_OPTIMIZER_TABLES = frozenset({"_slots", "_non_slot_dict", "_hyper_cache"})
+_PLAIN = (int, float, bool, str)
+
+
 class GraphWorker:
     """Starts the graph side of each co-executed step on a thread of its own.
 
@@ -195,6 +202,7 @@ class CoRun:
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
         self._python_ops = 0
+        self._last_op = None             # id of the op dispatch matched last
 
     def _start(self, inline=False):
         """Start the graph side (once). ``inline``: the Python side has sent everything
@@ -321,6 +329,7 @@ class CoRun:
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
+        self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
             for record in _eager.RECORDERS:
                 record(op)
@@ -402,21 +411,12 @@ class CoRun:
         op's static type, attributes and shapes, fed again as it is), the call site's
         count after them and the nodes of the gradients. None when an op inside ran at
         another call site (a user function called from a gradient)."""
-        segment = self.matched[start:]
-        nodes = self.tg.nodes
-        if any(nodes[nid].location[0] != stack for nid, _ in segment):
-            return None
         taped_inputs = {id(t): (i, j) for i, op in enumerate(tape._ops)
                         for j, t in enumerate(op._inputs)}
-        feeds = []
-        for nid, fed in segment:
-            spec = []
-            for slot, t in fed.items():
-                at = taped_inputs.get(id(t))
-                if at is None and type(t) is not EagerTensor:
-                    return None     # not a constant made in the gradient functions
-                spec.append((slot, at, t))
-            feeds.append((nid, tuple(spec)))
+        feeds = self._segment_feeds(start, stack, taped_inputs)
+        if feeds is None:
+            return None
+        segment = self.matched[start:]
         inside = {nid for nid, _ in segment}
         results = []
         for g in grads:
@@ -430,11 +430,27 @@ class CoRun:
 
     def _take_gradient(self, tape, entry, stack):
         segment, count, results = entry
+        self._take_segment(segment, tape._ops, stack, count)
+        made: dict = {}
+        grads = []
+        for r in results:
+            if r is None:
+                grads.append(None)
+                continue
+            nid, k = r
+            outs = made.get(nid)
+            if outs is None:
+                outs = made[nid] = self._node_handles(nid)
+            grads.append(outs[k])
+        return grads
+
+    def _take_segment(self, segment, taped, stack, count):
+        """Match the memo's nodes from the node matched last, sending their edges' Case
+        Selects and their feeds (an ``(i, j)`` feed: input ``j`` of ``taped[i]`` now)."""
         send = self.rv.send
         feed_keys = self._feed_keys
         edge_selects = self._edge_selects
         matched = self.matched
-        taped = tape._ops
         cur = self.cur
         for nid, spec in segment:
             selects = edge_selects.get((cur, nid))
@@ -453,18 +469,94 @@ class CoRun:
             cur = nid
         self.cur = cur
         self.locator.counts[stack] = count
-        made: dict = {}
-        grads = []
-        for r in results:
-            if r is None:
-                grads.append(None)
+
+    # -- Optimizer.apply_gradients as one step of the skeleton ------------------------------
+    def apply_gradients(self, optimizer, pairs, global_step, name, apply):
+        """``optimizer``'s update (installed as the train layer's ``APPLY_RUNNER``).
+
+        Unlike gradient functions, an optimizer reads Python state: its
+        hyper-parameters (a learning rate changed on a schedule), its slots, variable
+        constraints. The memo key carries the optimizer's Python attributes by value,
+        and an optimizer with any attribute that is not a plain number, string or None
+        (a callable or tensor learning rate, say), a variable with a constraint, a
+        gradient that is not an output matched in this step, or a ``global_step`` is
+        never memoised. The other conditions are :meth:`gradient`'s.
+        """
+        if (self.recorder is not None or threading.get_ident() != self.owner
+                or global_step is not None or _eager.RECORDERS):
+            return apply(pairs, global_step, name)
+        stack = _user_stack(sys._getframe(1), self.locator.boundary)
+        key = self._apply_key(optimizer, pairs, name, stack)
+        if key is None:
+            return apply(pairs, global_step, name)
+        entry = self.gradient_memo.get(key)
+        if entry is not None:
+            segment, count, returns_op = entry
+            self._take_segment(segment, _NO_INPUTS, stack, count)
+            if not returns_op:
+                return None
+            node = self.tg.nodes[segment[-1][0]]
+            return EagerOp(_eager._eager_graph(), node.op_type, node.name, _NO_INPUTS,
+                           node.attrs)
+        start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
+        self._last_op = None
+        result = apply(pairs, global_step, name)
+        # The result is kept as "the last node's op", so it must be that op (alive
+        # here, so its id is not reused) with no outputs (a group's NoOp), or None.
+        if (self.recorder is None and len(self.read) == reads
+                and self._python_ops == python_ops and len(self.matched) > start
+                and (result is None or (type(result) is EagerOp
+                                        and id(result) == self._last_op
+                                        and not result._outputs))):
+            feeds = self._segment_feeds(start, stack, {})
+            if feeds is not None:
+                self.gradient_memo[key] = (feeds, self.locator.counts.get(stack, 0),
+                                           result is not None)
+        return result
+
+    def _apply_key(self, optimizer, pairs, name, stack):
+        state = []
+        for attr, value in sorted(vars(optimizer).items()):
+            if attr in _OPTIMIZER_TABLES:
                 continue
-            nid, k = r
-            outs = made.get(nid)
-            if outs is None:
-                outs = made[nid] = self._node_handles(nid)
-            grads.append(outs[k])
-        return grads
+            if value is not None and type(value) not in _PLAIN:
+                return None
+            state.append((attr, type(value), value))
+        wired = []
+        for g, v in pairs:
+            if getattr(v, "constraint", None) is not None:
+                return None
+            handle = getattr(v, "handle", None)
+            vname = variable_name(handle) if isinstance(handle, EagerTensor) else None
+            if vname is None:
+                return None
+            if g is None:
+                wired.append((None, vname))
+            elif type(g) is Handle and g._run is self:
+                wired.append((g._node, g._value_index, vname))
+            else:
+                return None
+        return ("apply", self.cur, stack, self.locator.counts.get(stack, 0), id(optimizer),
+                type(optimizer), tuple(state), tuple(wired), name)
+
+    def _segment_feeds(self, start, stack, taped_inputs):
+        """The matched nodes since ``start`` with their feeds for :meth:`_take_segment`,
+        or None when one ran at another call site or has a fed input that is neither a
+        taped op's input nor a constant made inside (an EagerTensor)."""
+        segment = self.matched[start:]
+        nodes = self.tg.nodes
+        feeds = []
+        for nid, fed in segment:
+            if nodes[nid].location[0] != stack:
+                return None
+            spec = []
+            for slot, t in fed.items():
+                at = taped_inputs.get(id(t))
+                if at is None and type(t) is not EagerTensor:
+                    return None
+                spec.append((slot, at, t))
+            feeds.append((nid, tuple(spec)))
+        return tuple(feeds)
 
     def _node_handles(self, nid):
         """Handles for all outputs of node ``nid`` (matched without running its op)."""

@@ -14,6 +14,7 @@ import threading
 
 from ..autodiff import tape as _tape
 from ..framework import eager as _eager
+from ..train import optimizer as _optimizer
 from .coexec import CoRun, GraphWorker
 from .generate import generate
 from .location import Locator
@@ -123,6 +124,8 @@ class Function:
         previous = _eager.set_dispatcher(run.dispatch)
         previous_runner = _tape.GRADIENT_RUNNER[0]
         _tape.GRADIENT_RUNNER[0] = run.gradient
+        previous_apply = _optimizer.APPLY_RUNNER[0]
+        _optimizer.APPLY_RUNNER[0] = run.apply_gradients
         try:
             try:
                 result = self._call(run.locator, args, kwargs)
@@ -136,6 +139,7 @@ class Function:
         finally:
             _eager.set_dispatcher(previous)
             _tape.GRADIENT_RUNNER[0] = previous_runner
+            _optimizer.APPLY_RUNNER[0] = previous_apply
             if run.recorder is not None:
                 _remove(_eager.RECORDERS, run.recorder.record)
                 detach(run.recorder)
