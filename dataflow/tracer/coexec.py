@@ -490,8 +490,8 @@ class CoRun:
         if key is None:
             return apply(pairs, global_step, name)
         entry = self.gradient_memo.get(key)
-        if entry is not None:
-            segment, count, returns_op = entry
+        if entry is not None and entry[3] is optimizer:
+            segment, count, returns_op, _ = entry
             self._take_segment(segment, _NO_INPUTS, stack, count)
             if not returns_op:
                 return None
@@ -510,8 +510,10 @@ class CoRun:
                                         and not result._outputs))):
             feeds = self._segment_feeds(start, stack, {})
             if feeds is not None:
+                # The entry holds the optimizer: its id in the key cannot be reused by
+                # a new optimizer (whose slots are other variables) while the memo lives.
                 self.gradient_memo[key] = (feeds, self.locator.counts.get(stack, 0),
-                                           result is not None)
+                                           result is not None, optimizer)
         return result
 
     def _apply_key(self, optimizer, pairs, name, stack):
