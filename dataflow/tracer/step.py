@@ -211,7 +211,9 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     an output whose shape the graph cannot infer is fetched when Python asks for it.
     A ``GradientTape.gradient`` that the skeleton matched once is taken from a memo in
     later steps (same taped nodes, call site, targets and sources): its graph nodes are
-    matched and fed without running the gradient functions in Python again.
+    matched and fed without running the gradient functions in Python again; so is an
+    ``Optimizer.apply_gradients`` whose optimizer holds only plain Python values (a
+    changed learning rate is computed again, then memoised too).
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])
