@@ -702,3 +702,166 @@ def test_a_kernel_error_in_the_graph_step_is_raised_as_eager_raises_it():
         assert float(v.numpy()) == 5.0
         assert float(f(1)) == 2.0 and float(v.numpy()) == 6.0
     assert f.stats["fallbacks"] == 1 and f.stats["graph_steps"] == 2
+
+
+# -- the skeleton takes a GradientTape's gradient from its memo ----------------------------------
+
+def _count_memo_hits(monkeypatch):
+    """How many gradients the skeleton took from its memo (without running the gradient
+    functions). The counter wraps the memo replay, which dispatches no op: a wrapper
+    around the gradient functions would be a user frame in the ops' locations."""
+    from dataflow.tracer.coexec import CoRun
+    hits = [0]
+    original = CoRun._take_gradient
+
+    def counting(self, *args):
+        hits[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(CoRun, "_take_gradient", counting)
+    return hits
+
+
+class ScaledModel:
+    """A linear model whose loss is scaled by a Python float that changes every step and
+    whose gradient is taken either for both variables or, on a Python flag, for one."""
+
+    def __init__(self, wv):
+        self.w = df.Variable(wv)
+        self.b = df.Variable(np.zeros(wv.shape[1], np.float32))
+
+    def step(self, x, scale, both=True, extra=False):
+        with df.GradientTape() as tape:
+            loss = df.reduce_sum(df.square(df.matmul(x, self.w) + self.b)) * scale
+        sources = [self.w, self.b] if both else [self.w]
+        grads = tape.gradient(loss, sources)
+        for g, v in zip(grads, sources):
+            v.assign_sub(0.01 * g)
+        if extra:               # an op after the gradient on a path not seen yet
+            loss = loss * 2.0
+        return loss, grads
+
+
+def _scaled_run(mode, wv, batches):
+    with df.eager_mode():
+        model = ScaledModel(wv)
+        step = df.function(model.step, mode=mode)
+        out = []
+        for x, scale, both, *extra in batches:
+            loss, grads = step(df.constant(x), scale, both, *extra)
+            out.append((float(loss), [g.numpy() for g in grads]))
+        return out, step, model.w.numpy()
+
+
+def _assert_same_run(got, want):
+    for (loss, grads), (want_loss, want_grads) in zip(got, want):
+        np.testing.assert_allclose(loss, want_loss, rtol=1e-5, atol=1e-6)
+        assert len(grads) == len(want_grads)
+        for g, w in zip(grads, want_grads):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_matched_gradient_is_taken_from_the_memo_and_equals_eager(rng, monkeypatch):
+    xs, ys = _batches(rng, 8)
+    want, _, want_vars = _train("eager", xs, ys)
+    hits = _count_memo_hits(monkeypatch)
+    got, step, got_vars = _train("graph", xs, ys)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_vars, want_vars):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    # Two tracing steps and the first graph step run the gradient functions; the five
+    # graph steps after it match the same gradient nodes from the memo.
+    assert hits[0] == 5
+
+
+def test_a_changed_python_value_after_a_memo_match_is_fed_anew(rng, monkeypatch):
+    wv = rng.standard_normal((4, 3)).astype(np.float32)
+    batches = [(rng.standard_normal((5, 4)).astype(np.float32), float(s), True)
+               for s in rng.uniform(0.5, 2.0, 8)]
+    want, _, want_w = _scaled_run("eager", wv, batches)
+    hits = _count_memo_hits(monkeypatch)
+    got, step, got_w = _scaled_run("graph", wv, batches)
+    _assert_same_run(got, want)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    # No variable is created in the step: both tracing steps give the same trace.
+    assert step.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    assert hits[0] == 5
+
+
+def test_a_new_shape_or_new_sources_after_a_memo_match_fall_back_correctly(rng, monkeypatch):
+    wv = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def batch(rows, both=True):
+        return rng.standard_normal((rows, 4)).astype(np.float32), 1.5, both
+
+    # Steps 3-4 use the memo; step 5 has a new batch size (new forward nodes), step 6
+    # takes the gradient for one variable only (the same taped nodes, other sources),
+    # steps 7-10 repeat those on the regenerated graph (7-8 fill the memo again, 9-10
+    # use it).
+    batches = [batch(5), batch(5), batch(5), batch(5), batch(7), batch(5, both=False),
+               batch(7), batch(5, both=False), batch(7), batch(5, both=False)]
+    want, _, want_w = _scaled_run("eager", wv, batches)
+    hits = _count_memo_hits(monkeypatch)
+    got, step, got_w = _scaled_run("graph", wv, batches)
+    _assert_same_run(got, want)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    assert step.stats == {"traces": 3, "fallbacks": 2, "graph_steps": 6, "eager_steps": 2}
+    assert hits[0] == 3
+
+
+def test_a_fallback_after_a_memo_match_reruns_the_gradient_once(rng, monkeypatch):
+    wv = rng.standard_normal((4, 3)).astype(np.float32)
+    batches = [(rng.standard_normal((5, 4)).astype(np.float32), 1.5, True, i == 4)
+               for i in range(6)]
+    want, _, want_w = _scaled_run("eager", wv, batches)
+    hits = _count_memo_hits(monkeypatch)
+    got, step, got_w = _scaled_run("graph", wv, batches)
+    # Step 5 takes the gradient from the memo, then falls back at the new op after it:
+    # the matched ops, the memo's gradient nodes among them, are re-run once eagerly.
+    _assert_same_run(got, want)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    assert step.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 3, "eager_steps": 2}
+    assert hits[0] == 2
+
+
+def test_an_optimizer_update_comes_from_the_memo_until_its_learning_rate_changes(
+        rng, monkeypatch):
+    from dataflow.tracer.coexec import CoRun
+    xs, ys = _batches(rng, 8)
+    schedule = [0.01] * 4 + [0.003] * 4      # a Python learning rate changed at step 5
+
+    def train(mode):
+        with df.eager_mode():
+            model = MLP(7)
+            step = df.function(model.step, mode=mode)
+            losses = []
+            for x, y, lr in zip(xs, ys, schedule):
+                model.opt._lr = lr
+                losses.append(float(step(df.constant(x), df.constant(y))))
+            return losses, step, [v.numpy() for v in model.variables]
+
+    want, _, want_vars = train("eager")
+    taken = {"segments": 0, "gradients": 0}
+    take_segment, take_gradient = CoRun._take_segment, CoRun._take_gradient
+
+    def counting_segment(self, *args):
+        taken["segments"] += 1
+        return take_segment(self, *args)
+
+    def counting_gradient(self, *args):
+        taken["gradients"] += 1
+        return take_gradient(self, *args)
+
+    monkeypatch.setattr(CoRun, "_take_segment", counting_segment)
+    monkeypatch.setattr(CoRun, "_take_gradient", counting_gradient)
+    got, step, got_vars = train("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_vars, want_vars):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    # Gradients: computed at step 3, from the memo at steps 4-8. Updates: computed at
+    # step 3, from the memo at step 4, computed again at step 5 (new learning rate: the
+    # same nodes, the new value fed), from the memo at steps 6-8.
+    assert taken["gradients"] == 5
+    assert taken["segments"] - taken["gradients"] == 4

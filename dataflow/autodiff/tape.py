@@ -182,7 +182,11 @@ class GradientTape:
             if recording:  # the gradient's own ops are not recorded on this tape
                 self._pop()
             try:
-                grads = self._eager_gradients(targets, flat_sources, output_gradients)
+                runner = GRADIENT_RUNNER[0]
+                if runner is None:
+                    grads = self._eager_gradients(targets, flat_sources, output_gradients)
+                else:
+                    grads = runner(self, targets, flat_sources, output_gradients)
             finally:
                 if recording:
                     self._push()
@@ -210,6 +214,13 @@ class GradientTape:
                 if gi is not None and _backpropagatable(t):
                     grads.setdefault(id(t), []).append(gi)
         return [_sum(grads.get(id(_source_tensor(s)))) for s in sources]
+
+
+# A function that computes an eager tape's gradients in place of ``_eager_gradients``,
+# called as ``runner(tape, targets, flat_sources, output_gradients)`` (same result); a
+# higher layer installs one while it runs a step as a skeleton (df.function reuses the
+# gradient ops it already matched). None: compute them here.
+GRADIENT_RUNNER: list = [None]
 
 
 def _remove(hooks: list, fn) -> None:

@@ -19,6 +19,7 @@ records the rest of its trace.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -31,14 +32,15 @@ from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
-from .location import Locator
+from .location import _IN_LIBRARY, Locator, _in_library
 from .trace import TraceRecorder, TracedTensor, freeze_attrs, is_recorded, variable_name
-from .trace_graph import END, START, node_key
+from .trace_graph import END, START
 
 __all__ = ["CoRun", "Handle", "GraphWorker"]
 
 _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
+_NO_FEEDS: dict = {}   # shared by matched ops without fed inputs: never written to
 _FED = ("f",)
 INLINE_DEADLINE_S = 120.0
 _RESOURCE = _dtypes.resource
@@ -114,6 +116,28 @@ class Handle(TracedTensor):
         return self._shape.as_list()[0]
 
 
+def _user_stack(f, boundary) -> tuple:
+    """The user's call-site stack from frame ``f`` out to ``boundary`` (as
+    :meth:`.location.Locator.stack`)."""
+    sites = []
+    while f is not None and f is not boundary:
+        code = f.f_code
+        lib = _IN_LIBRARY.get(id(code))
+        if lib is None:
+            lib = _in_library(code)
+        if not lib:
+            sites.append((id(code), f.f_lasti))
+        f = f.f_back
+    return tuple(sites)
+
+
+# Optimizer attributes that are its variables' tables, not Python state its updates read
+# as values (slots exist once made: a step that makes one runs a VarHandleOp in Python,
+# which keeps that step's update out of the memo).
+_OPTIMIZER_TABLES = frozenset({"_slots", "_non_slot_dict", "_hyper_cache"})
+_PLAIN = (int, float, bool, str)
+
+
 class GraphWorker:
     """Starts the graph side of each co-executed step on a thread of its own.
 
@@ -150,7 +174,7 @@ class CoRun:
     """One co-executed step of ``fn_state`` (a :class:`~.function.Function`'s state) on
     ``step`` (its :class:`~.generate.StepGraph`)."""
 
-    def __init__(self, tg, step, resources, worker, ready_order=None):
+    def __init__(self, tg, step, resources, worker, ready_order=None, gradient_memo=None):
         self.tg = tg
         self.step = step
         self.locator = Locator()
@@ -168,6 +192,17 @@ class CoRun:
         self._graph_done = threading.Event()
         self._worker = worker
         self._started = False
+        # Looked up once per op in dispatch: bound here once per step.
+        self._succ = tg.succ
+        self._out_specs = [node.out_specs for node in tg.nodes]
+        self._edge_selects = step.edge_selects
+        self._feed_keys = step.feed_keys
+        self._dynamic = step.dynamic
+        # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
+        # for this TraceGraph; and how many ops ran in Python (not matched) so far.
+        self.gradient_memo = {} if gradient_memo is None else gradient_memo
+        self._python_ops = 0
+        self._last_op = None             # id of the op dispatch matched last
 
     def _start(self, inline=False):
         """Start the graph side (once). ``inline``: the Python side has sent everything
@@ -203,15 +238,35 @@ class CoRun:
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
         if not is_recorded(op_type):
             # Printing, random numbers, I/O: run now in Python on fetched inputs.
+            self._python_ops += 1
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
-        location = self.locator.here()
-        wiring, feed_specs, fed = [], [], {}
+        # The location (Locator.here, inlined: this runs once per op of every step).
+        locator = self.locator
+        boundary = locator.boundary
+        f = sys._getframe(1)
+        sites = []
+        known = _IN_LIBRARY
+        while f is not None and f is not boundary:
+            code = f.f_code
+            lib = known.get(id(code))
+            if lib is None:
+                lib = _in_library(code)
+            if not lib:
+                sites.append((id(code), f.f_lasti))
+            f = f.f_back
+        stack = tuple(sites)
+        counts = locator.counts
+        n = counts.get(stack, 0)
+        counts[stack] = n + 1
+        location = (stack, n)
+        wiring, feed_specs, fed = [], [], None
         for slot, t in enumerate(inputs):
-            if type(t) is Handle and t._run is self:
+            tt = type(t)
+            if tt is Handle and t._run is self:
                 wiring.append(("n", t._node, t._value_index))
                 feed_specs.append(None)
                 continue
-            if not isinstance(t, EagerTensor):
+            if tt is not EagerTensor and not isinstance(t, EagerTensor):
                 _eager._check_input(op_type, t)
             if t._dtype is _RESOURCE:
                 vname = variable_name(t)
@@ -223,15 +278,24 @@ class CoRun:
             value = t._value
             feed_specs.append((t._dtype, value.shape if type(value) is np.ndarray
                                else np.shape(value)))
+            if fed is None:
+                fed = {}
             fed[slot] = t
-        attrs = attrs or {}
+        if attrs is None:
+            attrs = {}
         cur = self.cur
-        succ = self.tg.succ[cur]
+        succ = self._succ[cur]
         nid = None
         if succ:
-            key = node_key(op_type, freeze_attrs(attrs), location, tuple(wiring),
-                           tuple(feed_specs))
-            nid = succ.get(key)
+            if attrs:
+                attrs_key = tuple(attrs.items())
+                try:
+                    hash(attrs_key)
+                except TypeError:
+                    attrs_key = freeze_attrs(attrs)
+            else:
+                attrs_key = ()
+            nid = succ.get((op_type, attrs_key, location, tuple(wiring), tuple(feed_specs)))
         if nid is None:
             self._fallback()
             # The new op runs now, recorded at the location just computed.
@@ -240,28 +304,275 @@ class CoRun:
                 return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
             finally:
                 self.recorder.replaying(None)
-        self._take_edge(cur, nid)
-        rv = self.step.feed_keys
-        send = self.rv.send
-        for slot, t in fed.items():
-            send(rv[(nid, slot)], t._value, False)
+        selects = self._edge_selects.get((cur, nid))
+        if selects:
+            send = self.rv.send
+            for key, case in selects:
+                send(key, case, False)
+        self.cur = nid
+        if fed is None:
+            fed = _NO_FEEDS
+        else:
+            rv = self._feed_keys
+            send = self.rv.send
+            for slot, t in fed.items():
+                send(rv[(nid, slot)], t._value, False)
         self.matched.append((nid, fed))
-        node = self.tg.nodes[nid]
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
+        dynamic = self._dynamic
         outs = []
-        dynamic = self.step.dynamic
-        for k, (dt, shape) in enumerate(node.out_specs):
-            h = Handle(self, nid, k, dt, None if (nid, k) in dynamic else shape, op)
+        for k, (dt, shape) in enumerate(self._out_specs[nid]):
+            if dynamic and (nid, k) in dynamic:
+                shape = None
+            h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
+        self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
             for record in _eager.RECORDERS:
                 record(op)
         else:
             op._inputs = _NO_INPUTS
         return op
+
+    # -- GradientTape.gradient as one step of the skeleton ----------------------------------
+    def gradient(self, tape, targets, sources, output_gradients):
+        """``tape``'s gradients (installed as the autodiff layer's ``GRADIENT_RUNNER``).
+
+        The gradient ops follow from the ops on the tape, the targets and the sources
+        alone: registered gradient functions see an op's type, attributes, dtypes and
+        shapes, never values (``df.gradients`` runs the same functions on a graph). So
+        once a gradient computed from a node, at a call site, over the same taped nodes
+        matched graph nodes, a later step in the same state matches the same nodes with
+        the same fed constants: they are taken and fed from the memo, without running
+        the gradient functions. Anything that would make the computation differ is in
+        the memo key (the node matched last, the call site and its iteration index, the
+        taped nodes, the targets and the sources) or keeps it out of the memo (a value
+        read, an op run in Python, an outer tape recording, output gradients, a
+        fallback); a different shape or path upstream means different taped nodes.
+        """
+        compute = tape._eager_gradients
+        if (self.recorder is not None or threading.get_ident() != self.owner
+                or output_gradients is not None or _eager.RECORDERS):
+            return compute(targets, sources, output_gradients)
+        stack = _user_stack(sys._getframe(1), self.locator.boundary)
+        key = self._gradient_key(tape, targets, sources, stack)
+        if key is None:
+            return compute(targets, sources, output_gradients)
+        entry = self.gradient_memo.get(key)
+        if entry is not None:
+            return self._take_gradient(tape, entry, stack)
+        start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
+        grads = compute(targets, sources, output_gradients)
+        if (self.recorder is None and len(self.read) == reads
+                and self._python_ops == python_ops):
+            entry = self._gradient_entry(tape, start, stack, grads)
+            if entry is not None:
+                self.gradient_memo[key] = entry
+        return grads
+
+    def _gradient_key(self, tape, targets, sources, stack):
+        """The memo key of a gradient computation, or None when something in it is not
+        a node of this step (an op run in Python on the tape, a target or source that
+        is neither a matched output nor a variable)."""
+        taped = []
+        for op in tape._ops:
+            outs = op._outputs
+            if not outs:
+                return None
+            h = outs[0]
+            if type(h) is not Handle or h._run is not self:
+                return None
+            taped.append(h._node)
+        wired = []
+        for t in targets:
+            if type(t) is not Handle or t._run is not self:
+                return None
+            wired.append((t._node, t._value_index))
+        for s in sources:
+            t = getattr(s, "handle", None)
+            t = s if t is None else t
+            if type(t) is Handle and t._run is self:
+                wired.append(("n", t._node, t._value_index))
+                continue
+            name = variable_name(t) if isinstance(t, EagerTensor) else None
+            if name is None:
+                return None
+            wired.append(("v", name))
+        return (self.cur, stack, self.locator.counts.get(stack, 0), tuple(taped),
+                tuple(wired))
+
+    def _gradient_entry(self, tape, start, stack, grads):
+        """What a later step replays: per matched node, its fed inputs (an input of a
+        taped op, as ``(op index, input index)``: a forward input such as the batch, fed
+        anew from the tape each step; or a constant the gradient functions made from the
+        op's static type, attributes and shapes, fed again as it is), the call site's
+        count after them and the nodes of the gradients. None when an op inside ran at
+        another call site (a user function called from a gradient)."""
+        taped_inputs = {id(t): (i, j) for i, op in enumerate(tape._ops)
+                        for j, t in enumerate(op._inputs)}
+        feeds = self._segment_feeds(start, stack, taped_inputs)
+        if feeds is None:
+            return None
+        segment = self.matched[start:]
+        inside = {nid for nid, _ in segment}
+        results = []
+        for g in grads:
+            if g is None:
+                results.append(None)
+            elif type(g) is Handle and g._run is self and g._node in inside:
+                results.append((g._node, g._value_index))
+            else:
+                return None
+        return tuple(feeds), self.locator.counts.get(stack, 0), tuple(results)
+
+    def _take_gradient(self, tape, entry, stack):
+        segment, count, results = entry
+        self._take_segment(segment, tape._ops, stack, count)
+        made: dict = {}
+        grads = []
+        for r in results:
+            if r is None:
+                grads.append(None)
+                continue
+            nid, k = r
+            outs = made.get(nid)
+            if outs is None:
+                outs = made[nid] = self._node_handles(nid)
+            grads.append(outs[k])
+        return grads
+
+    def _take_segment(self, segment, taped, stack, count):
+        """Match the memo's nodes from the node matched last, sending their edges' Case
+        Selects and their feeds (an ``(i, j)`` feed: input ``j`` of ``taped[i]`` now)."""
+        send = self.rv.send
+        feed_keys = self._feed_keys
+        edge_selects = self._edge_selects
+        matched = self.matched
+        cur = self.cur
+        for nid, spec in segment:
+            selects = edge_selects.get((cur, nid))
+            if selects:
+                for key, case in selects:
+                    send(key, case, False)
+            fed = _NO_FEEDS
+            if spec:
+                fed = {}
+                for slot, at, t in spec:
+                    if at is not None:
+                        t = taped[at[0]]._inputs[at[1]]
+                    fed[slot] = t
+                    send(feed_keys[(nid, slot)], t._value, False)
+            matched.append((nid, fed))
+            cur = nid
+        self.cur = cur
+        self.locator.counts[stack] = count
+
+    # -- Optimizer.apply_gradients as one step of the skeleton ------------------------------
+    def apply_gradients(self, optimizer, pairs, global_step, name, apply):
+        """``optimizer``'s update (installed as the train layer's ``APPLY_RUNNER``).
+
+        Unlike gradient functions, an optimizer reads Python state: its
+        hyper-parameters (a learning rate changed on a schedule), its slots, variable
+        constraints. The memo key carries the optimizer's Python attributes by value,
+        and an optimizer with any attribute that is not a plain number, string or None
+        (a callable or tensor learning rate, say), a variable with a constraint, a
+        gradient that is not an output matched in this step, or a ``global_step`` is
+        never memoised. The other conditions are :meth:`gradient`'s.
+        """
+        if (self.recorder is not None or threading.get_ident() != self.owner
+                or global_step is not None or _eager.RECORDERS):
+            return apply(pairs, global_step, name)
+        stack = _user_stack(sys._getframe(1), self.locator.boundary)
+        key = self._apply_key(optimizer, pairs, name, stack)
+        if key is None:
+            return apply(pairs, global_step, name)
+        entry = self.gradient_memo.get(key)
+        if entry is not None and entry[3] is optimizer:
+            segment, count, returns_op, _ = entry
+            self._take_segment(segment, _NO_INPUTS, stack, count)
+            if not returns_op:
+                return None
+            node = self.tg.nodes[segment[-1][0]]
+            return EagerOp(_eager._eager_graph(), node.op_type, node.name, _NO_INPUTS,
+                           node.attrs)
+        start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
+        self._last_op = None
+        result = apply(pairs, global_step, name)
+        # The result is kept as "the last node's op", so it must be that op (alive
+        # here, so its id is not reused) with no outputs (a group's NoOp), or None.
+        if (self.recorder is None and len(self.read) == reads
+                and self._python_ops == python_ops and len(self.matched) > start
+                and (result is None or (type(result) is EagerOp
+                                        and id(result) == self._last_op
+                                        and not result._outputs))):
+            feeds = self._segment_feeds(start, stack, {})
+            if feeds is not None:
+                # The entry holds the optimizer: its id in the key cannot be reused by
+                # a new optimizer (whose slots are other variables) while the memo lives.
+                self.gradient_memo[key] = (feeds, self.locator.counts.get(stack, 0),
+                                           result is not None, optimizer)
+        return result
+
+    def _apply_key(self, optimizer, pairs, name, stack):
+        state = []
+        for attr, value in sorted(vars(optimizer).items()):
+            if attr in _OPTIMIZER_TABLES:
+                continue
+            if value is not None and type(value) not in _PLAIN:
+                return None
+            state.append((attr, type(value), value))
+        wired = []
+        for g, v in pairs:
+            if getattr(v, "constraint", None) is not None:
+                return None
+            handle = getattr(v, "handle", None)
+            vname = variable_name(handle) if isinstance(handle, EagerTensor) else None
+            if vname is None:
+                return None
+            if g is None:
+                wired.append((None, vname))
+            elif type(g) is Handle and g._run is self:
+                wired.append((g._node, g._value_index, vname))
+            else:
+                return None
+        return ("apply", self.cur, stack, self.locator.counts.get(stack, 0), id(optimizer),
+                type(optimizer), tuple(state), tuple(wired), name)
+
+    def _segment_feeds(self, start, stack, taped_inputs):
+        """The matched nodes since ``start`` with their feeds for :meth:`_take_segment`,
+        or None when one ran at another call site or has a fed input that is neither a
+        taped op's input nor a constant made inside (an EagerTensor)."""
+        segment = self.matched[start:]
+        nodes = self.tg.nodes
+        feeds = []
+        for nid, fed in segment:
+            if nodes[nid].location[0] != stack:
+                return None
+            spec = []
+            for slot, t in fed.items():
+                at = taped_inputs.get(id(t))
+                if at is None and type(t) is not EagerTensor:
+                    return None
+                spec.append((slot, at, t))
+            feeds.append((nid, tuple(spec)))
+        return tuple(feeds)
+
+    def _node_handles(self, nid):
+        """Handles for all outputs of node ``nid`` (matched without running its op)."""
+        node = self.tg.nodes[nid]
+        op = EagerOp(_eager._eager_graph(), node.op_type, node.name, _NO_INPUTS,
+                     node.attrs)
+        dynamic = self._dynamic
+        outs = []
+        for k, (dt, shape) in enumerate(node.out_specs):
+            h = Handle(self, nid, k, dt, None if (nid, k) in dynamic else shape, op)
+            self.handles[(nid, k)] = weakref.ref(h)
+            outs.append(h)
+        op._outputs = outs
+        return outs
 
     def _take_edge(self, u, v):
         for key, case in self.step.edge_selects.get((u, v), ()):

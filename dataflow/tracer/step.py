@@ -12,7 +12,9 @@ import random
 import sys
 import threading
 
+from ..autodiff import tape as _tape
 from ..framework import eager as _eager
+from ..train import optimizer as _optimizer
 from .coexec import CoRun, GraphWorker
 from .generate import generate
 from .location import Locator
@@ -50,6 +52,7 @@ class Function:
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
         self._worker = None            # the graph side's thread, made at the first graph step
+        self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         functools.update_wrapper(self, fn)
 
@@ -117,8 +120,12 @@ class Function:
         if self._worker is None:
             self._worker = GraphWorker()
         run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
-                    self._ready_rng)
+                    self._ready_rng, self._gradient_memo)
         previous = _eager.set_dispatcher(run.dispatch)
+        previous_runner = _tape.GRADIENT_RUNNER[0]
+        _tape.GRADIENT_RUNNER[0] = run.gradient
+        previous_apply = _optimizer.APPLY_RUNNER[0]
+        _optimizer.APPLY_RUNNER[0] = run.apply_gradients
         try:
             try:
                 result = self._call(run.locator, args, kwargs)
@@ -131,6 +138,8 @@ class Function:
                 raise
         finally:
             _eager.set_dispatcher(previous)
+            _tape.GRADIENT_RUNNER[0] = previous_runner
+            _optimizer.APPLY_RUNNER[0] = previous_apply
             if run.recorder is not None:
                 _remove(_eager.RECORDERS, run.recorder.record)
                 detach(run.recorder)
@@ -156,6 +165,7 @@ class Function:
         self.stats["traces"] = self._tg.num_traces + self._unrepeatable
         if regenerate and (changed or self._step is None) and self._tg.nodes:
             self._step = generate(self._tg, _eager._eager_graph().resources)
+            self._gradient_memo = {}
 
     def _give_up(self, reason):
         """Run imperatively from now on (the program's steps cannot form one DAG)."""
@@ -199,6 +209,11 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     tensor still referenced when the step returns is materialised. Variables must be
     created once (a step that makes a new variable every call never reaches the graph);
     an output whose shape the graph cannot infer is fetched when Python asks for it.
+    A ``GradientTape.gradient`` that the skeleton matched once is taken from a memo in
+    later steps (same taped nodes, call site, targets and sources): its graph nodes are
+    matched and fed without running the gradient functions in Python again; so is an
+    ``Optimizer.apply_gradients`` whose optimizer holds only plain Python values (a
+    changed learning rate is computed again, then memoised too).
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])

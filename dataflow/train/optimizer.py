@@ -58,6 +58,13 @@ def _zeros_initial_value(var):
     return zeros_like(var.initial_value)
 
 
+# A function that applies gradients in place of ``Optimizer._apply_gradients``, called as
+# ``runner(optimizer, pairs, global_step, name, apply)`` (same result); a higher layer
+# installs one while it runs a step as a skeleton (df.function reuses the update ops it
+# already matched). None: apply them here.
+APPLY_RUNNER: list = [None]
+
+
 class Optimizer(abc.ABC):
     """Base class of optimizers; use a subclass such as ``GradientDescentOptimizer``.
 
@@ -185,6 +192,13 @@ class Optimizer(abc.ABC):
         ...     int(sess.run(step))
         1
         """
+        runner = APPLY_RUNNER[0]
+        if runner is not None:
+            return runner(self, list(grads_and_vars), global_step, name,
+                          self._apply_gradients)
+        return self._apply_gradients(grads_and_vars, global_step, name)
+
+    def _apply_gradients(self, grads_and_vars, global_step=None, name=None):
         pairs = _convert_pairs(grads_and_vars)
         var_list = [v for g, v in pairs if g is not None]
         if not var_list:
