@@ -865,3 +865,96 @@ def test_an_optimizer_update_comes_from_the_memo_until_its_learning_rate_changes
     # same nodes, the new value fed), from the memo at steps 6-8.
     assert taken["gradients"] == 5
     assert taken["segments"] - taken["gradients"] == 4
+
+# -- fallbacks only on new paths (issue 11 §3: repeated fallbacks without a new trace) ------
+
+class _ReshapeMetricModel:
+    """Reshapes to shapes computed in Python (the graph cannot infer the result's shape),
+    reads those shapes, and computes a NumPy metric on ``.numpy()`` predictions every
+    step, keeping the loss on ``self`` for the next step (BERT-CLS, MusicTransformer)."""
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        self.w = df.Variable(rng.standard_normal((8, 10)).astype(np.float32))
+        self.opt = df.train.GradientDescentOptimizer(0.05)
+        self.scores, self.previous = [], None
+
+    def step(self, pixels, labels):
+        with df.GradientTape() as tape:
+            rows = df.reshape(pixels, [-1, 8])                    # shape from a fed value
+            flat = df.reshape(rows, [-1, rows.shape[-1]])         # Python reads it
+            logits = df.reshape(df.matmul(flat, self.w), [pixels.shape[0], -1, 10])
+            loss = df.reduce_mean(df.square(logits))
+            if self.previous is not None:                          # last step's loss
+                loss = loss + 0.1 * self.previous
+        self.opt.apply_gradients([(tape.gradient(loss, self.w), self.w)])
+        predictions = df.argmax(df.reduce_sum(logits, axis=1), axis=1).numpy()
+        self.scores.append(float(np.mean(predictions == labels.numpy())))  # NumPy metric
+        self.previous = loss
+        return loss
+
+
+def _run_reshape_metric(mode, batches):
+    with df.eager_mode():
+        model = _ReshapeMetricModel(3)
+        step = df.function(model.step, mode=mode)
+        losses = [float(step(df.constant(x), df.constant(y))) for x, y in batches]
+        return losses, model.scores, step
+
+
+def test_shape_reads_numpy_metrics_and_a_kept_loss_run_on_the_graph_after_two_traces(rng):
+    batches = [(rng.standard_normal((16, 64)).astype(np.float32),
+                rng.integers(0, 10, 16).astype(np.int64)) for _ in range(8)]
+    eager_losses, eager_scores, _ = _run_reshape_metric("eager", batches)
+    losses, scores, step = _run_reshape_metric("graph", batches)
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6)
+    assert scores == eager_scores
+    # Reads of shapes the graph cannot infer are Output Fetchings learnt while tracing:
+    # no fallback after the two tracing calls.
+    assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    assert not step.fallback_reasons
+
+
+def test_fallback_reasons_name_the_new_op_and_a_seen_path_does_not_fall_back_again():
+    with df.eager_mode():
+        @df.function
+        def f(x, flag):
+            y = x * 2.0
+            if flag:
+                y = df.sqrt(df.abs(y))
+            return y
+
+        flags = [False, False, True, True, False, True, True]
+        got = [float(f(df.constant(-3.0), flag)) for flag in flags]
+    assert got == [float(np.sqrt(np.float32(6.0))) if flag else -6.0 for flag in flags]
+    assert f.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 4, "eager_steps": 2}
+    assert f.fallback_reasons == {"new op Abs after node 0": 1}
+
+
+def test_slice_bounds_chosen_in_python_are_fed_not_new_nodes(rng):
+    """Faster R-CNN's crops: the region a slice takes is a Python value each step; with
+    the same number of regions the step stays on the graph (bounds are Input Feeding)."""
+    xs = rng.standard_normal((10, 4, 16)).astype(np.float32)
+    regions = [[int(r) for r in rng.permutation(4)[:2]] for _ in xs]
+
+    def run(mode):
+        with df.eager_mode():
+            w = df.Variable(w0)
+            opt = df.train.GradientDescentOptimizer(0.1)
+
+            def step(x, chosen):
+                with df.GradientTape() as tape:
+                    loss = 0.0
+                    for r in chosen:
+                        loss += df.reduce_sum(df.square(df.matmul(x[:, r * 4:(r + 1) * 4], w)))
+                opt.apply_gradients([(tape.gradient(loss, w), w)])
+                return loss
+
+            f = df.function(step, mode=mode)
+            return [float(f(df.constant(x), c)) for x, c in zip(xs, regions)], f
+
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    eager_losses, _ = run("eager")
+    losses, f = run("graph")
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-5)
+    assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 8, "eager_steps": 2}

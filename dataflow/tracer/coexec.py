@@ -19,6 +19,7 @@ records the rest of its trace.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -33,7 +34,8 @@ from ..framework.eager import EagerOp, EagerTensor
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
 from .location import _IN_LIBRARY, Locator, _in_library
-from .trace import TraceRecorder, TracedTensor, freeze_attrs, is_recorded, variable_name
+from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs, is_recorded,
+                    variable_name)
 from .trace_graph import END, START
 
 __all__ = ["CoRun", "Handle", "GraphWorker"]
@@ -43,6 +45,9 @@ _NO_INPUTS = ()
 _NO_FEEDS: dict = {}   # shared by matched ops without fed inputs: never written to
 _FED = ("f",)
 INLINE_DEADLINE_S = 120.0
+# DATAFLOW_TRACER_DEBUG=1 prints why each fallback happened (also counted, always, in
+# ``f.stats["fallback_reasons"]``).
+_DEBUG = os.environ.get("DATAFLOW_TRACER_DEBUG", "") not in ("", "0")
 _RESOURCE = _dtypes.resource
 # The graph side starts at the Python side's first Output Fetching, on a thread of its
 # own, and runs concurrently with the rest of the Python side from then on; a step with
@@ -203,6 +208,7 @@ class CoRun:
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
         self._python_ops = 0
         self._last_op = None             # id of the op dispatch matched last
+        self.reason = None           # why the step fell back (a short text), if it did
 
     def _start(self, inline=False):
         """Start the graph side (once). ``inline``: the Python side has sent everything
@@ -234,6 +240,8 @@ class CoRun:
     # -- the Python side: dispatch ----------------------------------------------------------
     def dispatch(self, graph, op_type, inputs, attrs=None, name=None, output_specs=None):
         """Eager dispatch while the step co-executes (``eager.execute``'s signature)."""
+        if op_type == "StridedSlice" and threading.get_ident() == self.owner:
+            inputs, attrs = feed_slice_bounds(op_type, inputs, attrs)
         if self.recorder is not None or threading.get_ident() != self.owner:
             return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
         if not is_recorded(op_type):
@@ -297,7 +305,7 @@ class CoRun:
                 attrs_key = ()
             nid = succ.get((op_type, attrs_key, location, tuple(wiring), tuple(feed_specs)))
         if nid is None:
-            self._fallback()
+            self._fallback(f"new op {op_type} after node {cur}")
             # The new op runs now, recorded at the location just computed.
             self.recorder.replaying(location)
             try:
@@ -590,13 +598,17 @@ class CoRun:
                 self._start()
                 try:
                     value, dead = self.rv.recv(key)
-                except Exception:  # noqa: BLE001 - the graph step failed: fall back,
-                    value, dead = None, True   # the eager re-run raises a real error
+                except Exception as exc:  # noqa: BLE001 - the graph step failed: fall
+                    value, dead = exc, True   # back, the eager re-run raises a real error
                 if not dead:
                     self.read.setdefault(k, len(self.matched))
                     return value
+                why = (f"graph failed: {type(value).__name__}" if value is not None
+                       else "fetch dead")
+            else:
+                why = f"read of unfetched {self.tg.nodes[handle._node].op_type}"
             self.read.setdefault(k, len(self.matched))
-            self._fallback()
+            self._fallback(why)
         if handle.has_value():
             return _SLOT.__get__(handle, Handle)
         raise errors.InternalError(None, None, f"df.function: the value of node "
@@ -610,7 +622,7 @@ class CoRun:
         if self.recorder is not None:
             return
         if self.cur not in self.tg.to_end:
-            self._fallback()
+            self._fallback("path ends early")
             return
         self._take_edge(self.cur, END)
         self._start(inline=True)
@@ -622,16 +634,19 @@ class CoRun:
                     return
         self._graph_done.wait()
         if self.graph_error is not None:
-            self._fallback()
+            self._fallback(f"graph failed: {type(self.graph_error).__name__}")
 
     def abort(self):
         """The step function raised while co-executing: bring the state to what eager
         execution would have left (the matched ops re-run), then the error propagates."""
         if self.recorder is None:
-            self._fallback()
+            self._fallback("the step raised")
 
     # -- fallback ---------------------------------------------------------------------------
-    def _fallback(self):
+    def _fallback(self, reason):
+        self.reason = reason
+        if _DEBUG:
+            print(f"df.function fallback: {reason}", file=sys.stderr)
         self.rv.cancel(errors.CancelledError(None, None, "df.function: the step left the "
                                              "graph (fallback)"))
         self._executor.deadline = 0.0

@@ -195,7 +195,10 @@ def _build_nodes(g, step, tg, order, pivots):
                 recv._add_control_input(pivot)
         # The seed's deadlock rule: a feed waits for the fetches Python made before it.
         if feeds:
-            for u, k in sorted(tg.read_before.get(v, ())):
+            before = set(tg.read_before.get(v, ()))
+            before.update(out for out in tg.shape_read_before.get(v, ())
+                          if out in step.dynamic)
+            for u, k in sorted(before):
                 done = _fetch_done(g, sends, u, k)
                 for recv in feeds:
                     recv._add_control_input(done)
@@ -207,7 +210,10 @@ def _build_nodes(g, step, tg, order, pivots):
             var_ops.setdefault(name, []).append(v)
             if node.writes:
                 step.written.add(name)
-        for k in sorted(node.fetched):
+        fetched = set(node.fetched)
+        fetched.update(k for k in range(len(op.outputs))
+                       if (v, k) in step.dynamic and (v, k) in tg.shape_read)
+        for k in sorted(fetched):
             name = f"fetch_{v}_{k}"
             send = g.create_op("_Send", [op.outputs[k]], {
                 "send_device": GRAPH_DEVICE, "recv_device": PYTHON_DEVICE,

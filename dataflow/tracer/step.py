@@ -7,6 +7,7 @@ to imperative execution, its trace is merged and the graph regenerated.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import random
 import sys
@@ -18,7 +19,7 @@ from ..train import optimizer as _optimizer
 from .coexec import CoRun, GraphWorker
 from .generate import generate
 from .location import Locator
-from .trace import TraceRecorder, detach
+from .trace import TraceRecorder, detach, feed_slice_bounds
 from .trace_graph import CycleError, TraceGraph
 
 __all__ = ["function", "Function"]
@@ -54,6 +55,8 @@ class Function:
         self._worker = None            # the graph side's thread, made at the first graph step
         self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
+        # Why each fallback happened (a diagnostic; DATAFLOW_TRACER_DEBUG=1 prints them).
+        self.fallback_reasons = collections.Counter()
         functools.update_wrapper(self, fn)
 
     # -- bound methods ------------------------------------------------------------------------
@@ -104,12 +107,14 @@ class Function:
     def _trace(self, args, kwargs):
         recorder = TraceRecorder(Locator())
         _eager.RECORDERS.append(recorder.record)
+        previous = _eager.set_dispatcher(_tracing_dispatch)
         try:
             result = self._call(recorder.locator, args, kwargs)
         except BaseException:
             detach(recorder)
             raise
         finally:
+            _eager.set_dispatcher(previous)
             _remove(_eager.RECORDERS, recorder.record)
         self.stats["eager_steps"] += 1
         self._tracing_calls += 1
@@ -135,6 +140,7 @@ class Function:
                 # It started on the graph and finished imperatively (in an exception):
                 # a fallback; the partial trace is not a path, so it is not merged.
                 self.stats["fallbacks"] += 1
+                self.fallback_reasons[run.reason] += 1
                 raise
         finally:
             _eager.set_dispatcher(previous)
@@ -145,6 +151,7 @@ class Function:
                 detach(run.recorder)
         if run.fell_back:
             self.stats["fallbacks"] += 1
+            self.fallback_reasons[run.reason] += 1
             self._merge(run.recorder.finish(), regenerate=True)
         else:
             self.stats["graph_steps"] += 1
@@ -176,6 +183,14 @@ class Function:
         return f"<df.function {getattr(self._fn, '__qualname__', self._fn)} {self.stats}>"
 
 
+def _tracing_dispatch(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
+    """Eager dispatch while a step is traced: slice bounds are fed as the co-executed
+    step feeds them (:func:`~.trace.feed_slice_bounds`), so both give the same nodes."""
+    if op_type == "StridedSlice":
+        inputs, attrs = feed_slice_bounds(op_type, inputs, attrs)
+    return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
+
+
 def _remove(hooks, fn):
     for i in range(len(hooks) - 1, -1, -1):
         if hooks[i] == fn:
@@ -198,7 +213,10 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     seed. ``f.stats`` counts ``traces`` (distinct traces merged), and each call once in
     ``graph_steps`` (finished on the graph), ``fallbacks`` (started on the graph,
     finished imperatively) or ``eager_steps`` (traced or ``mode="eager"`` calls);
-    ``f.graph`` is the generated ``df.Graph``.
+    ``f.graph`` is the generated ``df.Graph``. ``f.fallback_reasons`` counts why calls
+    fell back (``"new op MatMul after node 3"``: a new path; ``"read of unfetched ..."``:
+    Python read a value the graph does not send; ``"graph failed: ..."``); with the
+    environment variable ``DATAFLOW_TRACER_DEBUG=1`` each fallback prints its reason.
 
     Which loops qualify for a ``while_loop``: none. Every Python loop (``for``/``while``
     in the step, ``df.while_loop`` run eagerly) is unrolled: each iteration's ops are

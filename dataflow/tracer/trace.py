@@ -49,7 +49,7 @@ from ..framework.tensor_shape import TensorShape
 from .location import Locator
 
 __all__ = ["TraceOp", "Trace", "TraceRecorder", "is_recorded", "freeze", "VARIABLE_OPS",
-           "WRITING_VARIABLE_OPS"]
+           "WRITING_VARIABLE_OPS", "feed_slice_bounds"]
 
 # Stateful ops that belong in the graph anyway (the seed's exception): the variable ops.
 # Their first input is a variable handle; the graph orders them per variable.
@@ -135,6 +135,7 @@ class Trace:
     def __init__(self):
         self.ops: list = []
         self.reads: dict = {}
+        self.shape_reads: dict = {}  # like ``reads``, for reads of an output's shape
         self.alive: set = set()
         self.variables: dict = {}    # name -> the variable's handle (an EagerTensor)
         self.created: set = set()
@@ -153,6 +154,44 @@ class Trace:
                        for op in self.ops for src in op.inputs)
 
 
+def feed_slice_bounds(op_type, inputs, attrs):
+    """``inputs, attrs`` of an op about to run in a traced or co-executed step, with the
+    Python int bounds of a ``StridedSlice`` (``x[a:b]``) turned into scalar tensor inputs:
+    a constant from a Python value is fed, not identified by its value (Faster R-CNN
+    crops a region chosen in Python; with the bounds in the ``spec`` attribute every new
+    region was a new node). Integer indices (``x[:, t]``) keep no value that differs
+    between steps at one location and stay in the spec, as do slices with no bounds.
+
+    >>> x = df.constant([1.0, 2.0, 3.0])
+    >>> ins, attrs = feed_slice_bounds("StridedSlice", [x], {"spec": (("slice", 1, 3, None),)})
+    >>> attrs["spec"], [int(t) for t in ins[1:]]
+    ((('tensor_slice', ('t', 1), ('t', 2), ('c', None)),), [1, 3])
+    """
+    if op_type != "StridedSlice":
+        return inputs, attrs
+    spec = attrs["spec"]
+    if not any(item[0] == "slice" and (item[1] is not None or item[2] is not None)
+               for item in spec):
+        return inputs, attrs
+    inputs = list(inputs)
+    new_spec = []
+    for item in spec:
+        if item[0] != "slice" or (item[1] is None and item[2] is None):
+            new_spec.append(item)
+            continue
+        refs = []
+        for bound in item[1:]:
+            if bound is None:
+                refs.append(("c", None))
+            else:
+                inputs.append(EagerTensor(np.asarray(bound, np.int32), _dtypes.int32))
+                refs.append(("t", len(inputs) - 1))   # 1-based among the index inputs
+        new_spec.append(("tensor_slice", *refs))
+    attrs = dict(attrs)
+    attrs["spec"] = tuple(new_spec)
+    return inputs, attrs
+
+
 def variable_name(t):
     """The variable name of a handle tensor made by a VarHandleOp, else None."""
     if t._dtype is not _dtypes.resource:
@@ -164,6 +203,7 @@ def variable_name(t):
 
 
 _SLOT = EagerTensor.__dict__["_value"]   # the value slot of every EagerTensor
+_EAGER_SHAPE = EagerTensor.shape.fget
 
 
 class TracedTensor(EagerTensor):
@@ -181,6 +221,16 @@ class TracedTensor(EagerTensor):
     def numpy(self):
         self._note_read()
         return super().numpy()
+
+    @property
+    def shape(self):
+        # A shape read: the graph sends the value for it when it cannot infer the shape
+        # (a Reshape to a fed shape, Unique); without the note, each such read in a
+        # co-executed step would be a fallback that no merged trace ever removes.
+        rec = _ACTIVE.recorder
+        if rec is not None:
+            rec.note_shape_read(self)
+        return _EAGER_SHAPE(self)
 
     def __array__(self, dtype=None, copy=None):
         self._note_read()
@@ -299,6 +349,11 @@ class TraceRecorder:
         src = self._produced.get(id(t))
         if src is not None:
             self.trace.reads.setdefault(src, len(self.trace.ops))
+
+    def note_shape_read(self, t):
+        src = self._produced.get(id(t))
+        if src is not None:
+            self.trace.shape_reads.setdefault(src, len(self.trace.ops))
 
     def replaying(self, location):
         """Record the next op at ``location`` (an op re-run after a fallback, at the

@@ -85,6 +85,10 @@ class TraceGraph:
         # node id -> outputs (u, k) that Python read before it fed that node's inputs:
         # the seed's deadlock rule orders those feeds after those fetches.
         self.read_before: dict = {}
+        # Outputs whose shape Python read, and per node the shape reads made before it
+        # (the generator fetches those whose shape the graph cannot infer: dynamic).
+        self.shape_read: set = set()
+        self.shape_read_before: dict = {}
 
     def merge(self, trace: Trace) -> bool:
         """Add ``trace``; True if it brought a node, an edge or a fetched output that
@@ -126,6 +130,17 @@ class TraceGraph:
                     before = self.read_before.setdefault(ids[j], set())
                     if (ids[i], k) not in before:
                         before.add((ids[i], k))
+                        changed = True
+        for (i, k), position in trace.shape_reads.items():
+            out = (ids[i], k)
+            if out not in self.shape_read:
+                self.shape_read.add(out)
+                changed = True
+            for j in range(position, len(trace.ops)):
+                if ("f",) in trace.ops[j].inputs:
+                    before = self.shape_read_before.setdefault(ids[j], set())
+                    if out not in before:
+                        before.add(out)
                         changed = True
         for name, handle in trace.variables.items():
             self.variables.setdefault(name, handle)
