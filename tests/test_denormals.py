@@ -206,7 +206,8 @@ def test_matmul_on_several_blas_threads_flushes_and_the_pool_comes_back():
             out = df.matmul(ap, bp)
             with session(True) as sess:
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
-                same_bits(a @ b, ieee)        # NumPy outside the run: IEEE on every thread
+                same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
+            same_bits(a @ b, ieee)    # NumPy after the session: IEEE on every thread
             with session(False) as sess:
                 same_bits(sess.run(out, {ap: a, bp: b}), ieee)
 
@@ -359,3 +360,24 @@ def test_the_rnn_gradient_makes_subnormals_only_with_it_off():
     graph, grad_w, feed = rnn_grad_graph(400, batch=8, hidden=64)
     assert subnormals_per_step(graph, grad_w, feed, flush=True) == 0
     assert subnormals_per_step(graph, grad_w, feed, flush=False) > 10_000
+
+
+def test_the_blas_pool_is_set_once_per_session_not_twice_per_step(monkeypatch):
+    # Waking every BLAS thread costs about 20 ms per library on a loaded machine: the
+    # pool keeps a flushing session's mode between its steps and is put back to IEEE
+    # when the session closes (not after every run).
+    from dataflow.runtime import denormals
+    calls = []
+    real = float_env.set_blas_threads_flush
+    monkeypatch.setattr(float_env, "set_blas_threads_flush",
+                        lambda enabled, force=False: calls.append(enabled) or real(enabled, force))
+    monkeypatch.setattr(denormals, "_pool", denormals._BlasPool())   # mode not known yet
+    a, b = blas_pair()
+    with df.Graph().as_default():
+        ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
+        out = df.matmul(ap, bp)
+        with session(True) as sess:
+            for _ in range(5):
+                same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(a @ b))
+            assert calls == [True]
+        assert calls == [True, False]

@@ -13,16 +13,20 @@ see :mod:`dataflow.util.float_env`); ``False`` keeps IEEE subnormals. The thread
 * the processes mode's worker processes and the MPI mode's serving ranks: each runs its
   partition inside :func:`step_float_mode` with the Session's setting;
 * BLAS's worker threads (NumPy's OpenBLAS pool, shared by the whole process), for steps
-  whose plan has a kernel that uses them (:func:`plan_uses_blas`): set when the first
-  such step starts and, when the last one running ends, put back to the mode the
-  calling thread goes back to, so NumPy code outside a step keeps the caller's IEEE
-  behaviour. Two sessions with different settings stepping at the same time share that
-  pool: the first to start decides while both run.
+  whose plan has a kernel that uses them (:func:`plan_uses_blas`): set by the first
+  such step and kept so between steps (waking every BLAS thread twice per step cost
+  about 20 ms per library on a loaded machine); when the last open session that left
+  it flushing closes, it goes back to IEEE, so NumPy code after ``with Session()``
+  keeps IEEE behaviour. While a flushing session is open, a multi-threaded NumPy matmul
+  outside its steps may flush subnormals in the part the worker threads compute. Two
+  sessions with different settings stepping at the same time share that pool: the
+  first to start decides while both run.
 * Numba kernels run on the thread that calls them (no kernel uses Numba's parallel
   threading layer), so they follow the thread's mode.
 
 The contract for the caller: after ``Session.run`` returns (or raises), the calling
-thread's mode is what it was before; only while a step runs does it flush.
+thread's mode is what it was before; only while a step runs does it flush. The BLAS
+pool is back in IEEE mode once every flushing session is closed.
 
 >>> import dataflow as df
 >>> from dataflow.util.float_env import count_subnormals
@@ -43,7 +47,8 @@ from ..kernels.registry import kernel_is_parallel
 from ..util import float_env
 from .plan import node_device_type
 
-__all__ = ["BLAS_THREADED_MIN_ELEMENTS", "plan_uses_blas", "step_float_mode"]
+__all__ = ["BLAS_THREADED_MIN_ELEMENTS", "plan_uses_blas", "release_blas_pool",
+           "step_float_mode"]
 
 _uses_blas: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -95,27 +100,41 @@ def _may_be_threaded(op) -> bool:
 
 
 class _BlasPool:
-    """The BLAS pool's mode across the steps running now (process-wide). Setting it
-    costs a wake-up of every BLAS thread, as a small threaded matmul does; float_env
-    skips it when the pool is known to be in that mode already."""
+    """The BLAS pool's mode (process-wide). Setting it wakes every BLAS thread, which
+    costs 7-15 us on an idle machine but about 20 ms per library on a loaded one (the
+    threads have gone to sleep), so it is not flipped twice per step: a step sets the
+    mode it needs if the pool is not in it, and the pool stays so between steps. When
+    the last open session whose steps set it flushing closes, it goes back to the
+    closing thread's own mode (IEEE for a thread that never set one)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.active = 0        # steps running that set the pool
-        self.flushing = None   # the mode they set
+        self.active = 0        # steps running that use the pool
+        self.flushing = None   # the mode the pool is in (None: not known)
+        self.holders = weakref.WeakSet()   # open sessions that left it flushing
 
-    def enter(self, flush: bool):
+    def enter(self, flush: bool, holder=None):
         with self.lock:
-            if self.active == 0:
+            if self.active == 0 and self.flushing is not flush:
                 float_env.set_blas_threads_flush(flush)
                 self.flushing = flush
             self.active += 1
+            if flush and holder is not None:
+                self.holders.add(holder)
 
-    def leave(self, restore: bool):
+    def leave(self):
         with self.lock:
             self.active -= 1
-            if self.active == 0 and restore != self.flushing:
+
+    def release(self, holder):
+        """``holder`` (a session's step driver) closes: put the pool back to the calling
+        thread's mode when no open session keeps it flushing and no step runs."""
+        with self.lock:
+            self.holders.discard(holder)
+            if self.active == 0 and not self.holders and self.flushing:
+                restore = float_env.thread_flushes()
                 float_env.set_blas_threads_flush(restore)
+                self.flushing = restore
 
 
 _pool = _BlasPool()
@@ -132,11 +151,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def release_blas_pool(holder) -> None:
+    """A session's step driver ``holder`` closes: when no other open session keeps the
+    BLAS pool flushing, it goes back to the calling thread's mode."""
+    _pool.release(holder)
+
+
 class step_float_mode:   # noqa: N801 - used as a function: ``with step_float_mode(...)``
     """Run the body with the calling thread (and, when ``plan`` uses BLAS, the BLAS
     worker threads) flushing subnormals (``flush``) or keeping them; the thread's
-    previous mode comes back afterwards, and the BLAS pool follows it. (A class, not a
-    generator: it runs once per step, and this costs half as much.)
+    previous mode comes back afterwards. The BLAS pool keeps the step's mode until
+    the step driver ``holder`` (a session's) calls :func:`release_blas_pool` on close;
+    worker processes and MPI ranks, which run nothing but steps, pass none. (A class,
+    not a generator: it runs once per step, and this costs half as much.)
 
     >>> from dataflow.util.float_env import thread_flushes, supported
     >>> before = thread_flushes()
@@ -146,20 +173,20 @@ class step_float_mode:   # noqa: N801 - used as a function: ``with step_float_mo
     (True, True)
     """
 
-    __slots__ = ("flush", "plan", "previous", "blas")
+    __slots__ = ("flush", "plan", "holder", "previous", "blas")
 
-    def __init__(self, flush: bool, plan=None):
-        self.flush, self.plan = flush, plan
+    def __init__(self, flush: bool, plan=None, holder=None):
+        self.flush, self.plan, self.holder = flush, plan, holder
 
     def __enter__(self):
         self.previous = float_env.flush_denormals_on_this_thread(self.flush)
         self.blas = self.plan is not None and plan_uses_blas(self.plan)
         if self.blas:
-            _pool.enter(self.flush)
+            _pool.enter(self.flush, self.holder)
         return self
 
     def __exit__(self, *exc):
         if self.blas:
-            _pool.leave(self.previous)
+            _pool.leave()
         float_env.flush_denormals_on_this_thread(self.previous)
         return False

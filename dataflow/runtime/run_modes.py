@@ -36,7 +36,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ..framework.graph_analysis import prune
-from .denormals import step_float_mode
+from .denormals import release_blas_pool, step_float_mode
 from .feeds import feed_templates
 from .fusion import fusion_enabled
 from .loop_hook import attach_loop_compiler, compile_loops_mode
@@ -225,7 +225,7 @@ class StepDriver:
             driver, extra = self.single, {"loop_log": loop_log}
             if arena is not None:
                 extra["arena"] = arena
-        with step_float_mode(self._config.flush_denormals, plan):
+        with step_float_mode(self._config.flush_denormals, plan, self):
             if self._thread_limit is None:
                 return driver.execute(plan, feed_values, deadline, stats, **extra)
             with self._thread_limit():
@@ -248,3 +248,4 @@ class StepDriver:
     def close(self):
         self.partitioned.close()
         self.single.close()
+        release_blas_pool(self)   # the BLAS pool back to IEEE once no session flushes
