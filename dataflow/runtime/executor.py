@@ -539,7 +539,7 @@ class Executor:
         if child_plan.compiled is not None and not self.interpret_loops:
             self._enter_compiled(child_plan, gid, edges, value, node_dead, it)
             return
-        self._enter_interpreted(gid, edges, value, node_dead, it)
+        self._enter_interpreted(child_plan, is_constant, gid, edges, value, node_dead, it)
 
     def _enter_compiled(self, child_plan, gid, edges, value, node_dead, it):
         """An Enter of a compiled frame: gather the Enter tokens of this parent iteration;
@@ -559,15 +559,15 @@ class Executor:
         it.outstanding_frames -= 1   # `it` is still running this Enter: no cleanup due here
         exits = child_plan.compiled.run(gathered, self.loop_log, self.deadline)
         if exits is None:
+            enter_info = self.plan.enter_info
             for g, e, v, d in gathered:
-                self._enter_interpreted(g, e, v, d, it)
+                self._enter_interpreted(*enter_info[g], g, e, v, d, it)
             return
         nodes = self.nodes
         for exit_gid, out in exits:
             self._deliver(nodes[exit_gid].edges, out, 1, out is None, it)
 
-    def _enter_interpreted(self, gid, edges, value, node_dead, it):
-        child_plan, is_constant = self.plan.enter_info[gid]
+    def _enter_interpreted(self, child_plan, is_constant, gid, edges, value, node_dead, it):
         children = it.children
         if children is None:
             children = it.children = {}
