@@ -36,7 +36,7 @@ from ..runtime.rendezvous import LocalRendezvous
 from .location import _IN_LIBRARY, Locator, _in_library
 from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs, is_recorded,
                     variable_name)
-from .trace_graph import END, START
+from .trace_graph import END, START, node_key
 
 __all__ = ["CoRun", "Handle", "GraphWorker"]
 
@@ -303,7 +303,8 @@ class CoRun:
                     attrs_key = freeze_attrs(attrs)
             else:
                 attrs_key = ()
-            nid = succ.get((op_type, attrs_key, location, tuple(wiring), tuple(feed_specs)))
+            nid = succ.get(node_key(op_type, attrs_key, location, tuple(wiring),
+                                    tuple(feed_specs)))
         if nid is None:
             self._fallback(f"new op {op_type} after node {cur}")
             # The new op runs now, recorded at the location just computed.
