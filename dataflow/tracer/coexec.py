@@ -16,13 +16,19 @@ checkpoint taken at the start of the step, the ops matched so far are re-run eag
 (stateful ops outside the graph, such as prints, ran once in Python and are not re-run),
 the handles get their values, and the step goes on imperatively while a recorder
 records the rest of its trace.
+
+The graph side runs on the Python side's own thread, cooperatively (:meth:`~dataflow.
+runtime.executor.Executor.advance`): it runs when Python needs a value from it, as far
+as the values sent so far let it, and at the end of the step. Both sides share the
+interpreter lock, so a thread of its own would only add hand-overs: a graph thread
+started at the first Output Fetching measured 2.9x slower per step than running inline
+on the SDPoint program, whose gradient reads shapes between every pair of layers.
 """
 from __future__ import annotations
 
 import os
 import sys
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -31,6 +37,7 @@ from .. import dtypes as _dtypes
 from .. import errors
 from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
+from ..framework.op_registry import get_op_def
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
 from .location import _IN_LIBRARY, Locator, _in_library
@@ -38,23 +45,16 @@ from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs
                     variable_name)
 from .trace_graph import END, START, node_key
 
-__all__ = ["CoRun", "Handle", "GraphWorker"]
+__all__ = ["CoRun", "Handle"]
 
 _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
 _NO_FEEDS: dict = {}   # shared by matched ops without fed inputs: never written to
 _FED = ("f",)
-INLINE_DEADLINE_S = 120.0
 # DATAFLOW_TRACER_DEBUG=1 prints why each fallback happened (also counted, always, in
 # ``f.stats["fallback_reasons"]``).
 _DEBUG = os.environ.get("DATAFLOW_TRACER_DEBUG", "") not in ("", "0")
 _RESOURCE = _dtypes.resource
-# The graph side starts at the Python side's first Output Fetching, on a thread of its
-# own, and runs concurrently with the rest of the Python side from then on; a step with
-# no Output Fetching before its end runs its graph when the Python side has sent all
-# its feeds, on the Python side's thread (it would only wait otherwise). Under the
-# interpreter lock the two sides never run Python code at once, so starting earlier
-# only adds lock hand-overs (MLP step: 0.93 ms started at the step's start).
 
 
 class Handle(TracedTensor):
@@ -143,21 +143,55 @@ _OPTIMIZER_TABLES = frozenset({"_slots", "_non_slot_dict", "_hyper_cache"})
 _PLAIN = (int, float, bool, str)
 
 
-class GraphWorker:
-    """Starts the graph side of each co-executed step on a thread of its own.
+class _ShapeOnly:
+    """An input of a shape inference run on the Python side: a tensor's dtype and
+    static shape, no value and no producer (as a placeholder in graph mode)."""
 
-    A thread started per step measured faster than one long-lived worker waiting on a
-    queue (digits MLP step, 2 loaded cores: about 1.0 ms against 3 ms per step): starting
-    a thread hands the interpreter lock over at once, and the graph runs up to its first
-    pending feed while the Python side is still starting; a waiting worker gets the lock
-    only when the Python side next blocks or its switch interval expires.
-    """
+    __slots__ = ("dtype", "shape")
+    op = EagerOp(None, "Placeholder", "Placeholder", (), {})
+    graph = None
+    name = "Placeholder:0"
 
-    def submit(self, job):
-        threading.Thread(target=job, daemon=True, name="dataflow-function-graph").start()
+    def __init__(self, dtype, shape):
+        self.dtype = dtype
+        self.shape = shape
 
-    def close(self):
-        pass
+    def get_shape(self):
+        return self.shape
+
+
+def _python_side_shapes(op, nid, specs, dynamic):
+    """The output specs of a matched op the graph cannot infer all shapes of: the
+    generator saw its fed inputs as ``_Recv`` s, while here their values are known (a
+    Reshape to a shape list made in Python, a conv gradient's ``shape(x)``), so the op's
+    shape inference runs again with those values, and the outputs it gets fully defined
+    need no Output Fetching when Python asks their shape. Outputs of the matched step
+    stand in by dtype and static shape (the graph's view of them); an output whose shape
+    is still unknown, or one with an input of unknown shape, keeps None (its value is
+    fetched for its shape); the outputs the graph infers keep their traced shape."""
+    inferred = None
+    inputs = []
+    for t in op._inputs:
+        if type(t) is Handle:
+            if t._shape is None:
+                break
+            inputs.append(_ShapeOnly(t._dtype, t._shape))
+        else:
+            inputs.append(t)
+    else:
+        probe = EagerOp(op._graph, op._type, op._name, inputs, op._attrs)
+        try:
+            inferred = get_op_def(op._type).infer(probe)
+        except Exception:  # noqa: BLE001 - inference that needs more than this: fetch
+            inferred = None
+    out = []
+    for k, (dt, traced) in enumerate(specs):
+        if (nid, k) in dynamic:
+            traced = None
+            if inferred is not None and inferred[k][1].is_fully_defined():
+                traced = inferred[k][1]
+        out.append((dt, traced))
+    return out
 
 
 class _WeakOutputs(list):
@@ -179,7 +213,7 @@ class CoRun:
     """One co-executed step of ``fn_state`` (a :class:`~.function.Function`'s state) on
     ``step`` (its :class:`~.generate.StepGraph`)."""
 
-    def __init__(self, tg, step, resources, worker, ready_order=None, gradient_memo=None):
+    def __init__(self, tg, step, resources, ready_order=None, gradient_memo=None):
         self.tg = tg
         self.step = step
         self.locator = Locator()
@@ -194,15 +228,15 @@ class CoRun:
         self.cells = {name: resources.get(name) for name in step.written}
         self.checkpoint = {name: c.value for name, c in self.cells.items() if c is not None}
         self._executor = Executor(step.plan, None, None, self.rv, ready_order)
-        self._graph_done = threading.Event()
-        self._worker = worker
         self._started = False
+        self._graph_complete = False
         # Looked up once per op in dispatch: bound here once per step.
         self._succ = tg.succ
         self._out_specs = [node.out_specs for node in tg.nodes]
         self._edge_selects = step.edge_selects
         self._feed_keys = step.feed_keys
         self._dynamic = step.dynamic
+        self._dynamic_nodes = {nid for nid, _ in step.dynamic}
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -210,28 +244,21 @@ class CoRun:
         self._last_op = None             # id of the op dispatch matched last
         self.reason = None           # why the step fell back (a short text), if it did
 
-    def _start(self, inline=False):
-        """Start the graph side (once). ``inline``: the Python side has sent everything
-        and only waits for the graph, so the graph runs on this thread (no thread to
-        start and no lock to hand over)."""
-        if not self._started:
-            self._started = True
-            if inline:
-                # Everything is sent: the graph never waits for the Python side now. A
-                # wait would be a bug; the deadline turns it into a fallback, not a hang.
-                self._run_graph(deadline=time.monotonic() + INLINE_DEADLINE_S)
-            else:
-                self._worker.submit(self._run_graph)
-
     # -- the graph side ---------------------------------------------------------------------
-    def _run_graph(self, deadline=None):
+    def _advance_graph(self):
+        """Run the graph side on this thread as far as the values sent so far let it
+        (a failure is kept in ``graph_error`` and cancels the rendezvous)."""
+        if self._graph_complete or self.graph_error is not None:
+            return
+        executor = self._executor
         try:
-            self._executor.run(deadline)
-        except BaseException as exc:  # noqa: BLE001 - handed to the Python side
+            if not self._started:
+                self._started = True
+                executor.start()
+            self._graph_complete = executor.advance()
+        except Exception as exc:  # noqa: BLE001 - handed to the Python side
             self.graph_error = exc
             self.rv.cancel(exc)
-        finally:
-            self._graph_done.set()
 
     @property
     def fell_back(self) -> bool:
@@ -329,11 +356,11 @@ class CoRun:
         self.matched.append((nid, fed))
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
-        dynamic = self._dynamic
+        specs = self._out_specs[nid]
+        if nid in self._dynamic_nodes:
+            specs = _python_side_shapes(op, nid, specs, self._dynamic)
         outs = []
-        for k, (dt, shape) in enumerate(self._out_specs[nid]):
-            if dynamic and (nid, k) in dynamic:
-                shape = None
+        for k, (dt, shape) in enumerate(specs):
             h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
@@ -596,16 +623,19 @@ class CoRun:
         if self.recorder is None:
             key = self.step.fetch_keys.get(k)
             if key is not None:
-                self._start()
-                try:
-                    value, dead = self.rv.recv(key)
-                except Exception as exc:  # noqa: BLE001 - the graph step failed: fall
-                    value, dead = exc, True   # back, the eager re-run raises a real error
-                if not dead:
+                got = self.rv.poll(key)
+                if got is None:
+                    self._advance_graph()
+                    got = self.rv.poll(key)
+                if got is not None and not got[1]:
                     self.read.setdefault(k, len(self.matched))
-                    return value
-                why = (f"graph failed: {type(value).__name__}" if value is not None
-                       else "fetch dead")
+                    return got[0]
+                if self.graph_error is not None:   # the eager re-run raises a real error
+                    why = f"graph failed: {type(self.graph_error).__name__}"
+                elif got is None:   # the deadlock rule makes this a bug: fall back
+                    why = "fetch waits for a feed"
+                else:
+                    why = "fetch dead"
             else:
                 why = f"read of unfetched {self.tg.nodes[handle._node].op_type}"
             self.read.setdefault(k, len(self.matched))
@@ -626,16 +656,17 @@ class CoRun:
             self._fallback("path ends early")
             return
         self._take_edge(self.cur, END)
-        self._start(inline=True)
+        self._advance_graph()
         for k, ref in list(self.handles.items()):
             h = ref()
             if h is not None and not h.has_value():
                 h._value           # noqa: B018 - receives it (or falls back)
                 if self.recorder is not None:
                     return
-        self._graph_done.wait()
         if self.graph_error is not None:
             self._fallback(f"graph failed: {type(self.graph_error).__name__}")
+        elif not self._graph_complete:   # everything is sent: a Recv nobody feeds (a bug)
+            self._fallback("graph waits for a feed at the end of the step")
 
     def abort(self):
         """The step function raised while co-executing: bring the state to what eager
@@ -650,9 +681,7 @@ class CoRun:
             print(f"df.function fallback: {reason}", file=sys.stderr)
         self.rv.cancel(errors.CancelledError(None, None, "df.function: the step left the "
                                              "graph (fallback)"))
-        self._executor.deadline = 0.0
-        if self._started:
-            self._graph_done.wait()
+        self._executor.cancelled = True   # runs on this thread: it is not running now
         for name, cell in self.cells.items():
             if cell is not None and name in self.checkpoint:
                 cell.value = self.checkpoint[name]

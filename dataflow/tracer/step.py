@@ -16,7 +16,7 @@ import threading
 from ..autodiff import tape as _tape
 from ..framework import eager as _eager
 from ..train import optimizer as _optimizer
-from .coexec import CoRun, GraphWorker
+from .coexec import CoRun
 from .generate import generate
 from .location import Locator
 from .trace import TraceRecorder, detach, feed_slice_bounds
@@ -52,7 +52,6 @@ class Function:
         self._unrepeatable = 0         # traces kept out of the graph (see _merge)
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
-        self._worker = None            # the graph side's thread, made at the first graph step
         self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         # Why each fallback happened (a diagnostic; DATAFLOW_TRACER_DEBUG=1 prints them).
@@ -122,10 +121,8 @@ class Function:
         return result
 
     def _coexecute(self, args, kwargs):
-        if self._worker is None:
-            self._worker = GraphWorker()
-        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
-                    self._ready_rng, self._gradient_memo)
+        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._ready_rng,
+                    self._gradient_memo)
         previous = _eager.set_dispatcher(run.dispatch)
         previous_runner = _tape.GRADIENT_RUNNER[0]
         _tape.GRADIENT_RUNNER[0] = run.gradient
