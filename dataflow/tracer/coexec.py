@@ -37,6 +37,7 @@ from .. import dtypes as _dtypes
 from .. import errors
 from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
+from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import get_op_def
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
@@ -166,13 +167,17 @@ def _python_side_shapes(op, nid, specs, dynamic):
     Reshape to a shape list made in Python, a conv gradient's ``shape(x)``), so the op's
     shape inference runs again with those values, and the outputs it gets fully defined
     need no Output Fetching when Python asks their shape. Outputs of the matched step
-    stand in by dtype and static shape (the graph's view of them); an output whose shape
+    stand in by dtype and static shape (the graph's view of them), or by their value
+    when Python has it (a folded small integer op's); an output whose shape
     is still unknown, or one with an input of unknown shape, keeps None (its value is
     fetched for its shape); the outputs the graph infers keep their traced shape."""
     inferred = None
     inputs = []
     for t in op._inputs:
         if type(t) is Handle:
+            if t.has_value():   # folded (see _fold_small_ints) or fetched: a constant
+                inputs.append(EagerTensor(_SLOT.__get__(t, Handle), t._dtype))
+                continue
             if t._shape is None:
                 break
             inputs.append(_ShapeOnly(t._dtype, t._shape))
@@ -192,6 +197,80 @@ def _python_side_shapes(op, nid, specs, dynamic):
                 traced = inferred[k][1]
         out.append((dt, traced))
     return out
+
+
+# Shape arithmetic (a gradient's reduced shape, a Reshape's target computed from
+# shapes): small integer ops. Their values decide later ops' shapes, which gradient
+# functions read; computed in Python as well as in the graph they need no Output
+# Fetching, and the gradient that reads them can be memoised.
+_FOLD_MAX_ELEMENTS = 64
+_INTEGER = frozenset({_dtypes.int32, _dtypes.int64})
+
+
+def _foldable_nodes(tg) -> frozenset:
+    """Nodes whose outputs are all small integer tensors (see :func:`_fold_small_ints`);
+    variable ops are not (they read or change state)."""
+    out = set()
+    for nid, node in enumerate(tg.nodes):
+        specs = node.out_specs
+        if (specs and not node.variables()
+                and all(dt in _INTEGER and shape is not None and shape.is_fully_defined()
+                        and shape.num_elements() <= _FOLD_MAX_ELEMENTS
+                        for dt, shape in specs)):
+            out.add(nid)
+    return frozenset(out)
+
+
+def _fold_small_ints(graph, op, outs):
+    """Give ``outs`` (the handles of a matched small integer op) their values now, when
+    every input's value is known in Python (fed, or a handle folded or fetched before):
+    the op runs in Python too, on the values the graph gets. Otherwise, or if it fails,
+    the handles stay as they are (the graph's value is fetched if Python reads it)."""
+    shapes_only = get_op_def(op._type).reads_shapes_only
+    inputs = []
+    for t in op._inputs:
+        if type(t) is Handle:
+            if t.has_value():
+                t = EagerTensor(_SLOT.__get__(t, Handle), t._dtype)
+            elif shapes_only and t._shape is not None:
+                # Shape, Size, Rank: a stand-in value of that shape (a view, no data).
+                t = EagerTensor(np.broadcast_to(np.zeros((), t._dtype.as_numpy_dtype),
+                                                t._shape.as_list()), t._dtype)
+            else:
+                return
+        elif t._dtype not in _INTEGER and not shapes_only:
+            return
+        inputs.append(t)
+    try:
+        done = _eager.execute_now(graph, op._type, inputs, dict(op._attrs), op._name)
+    except Exception:  # noqa: BLE001 - the graph runs it and reports the error
+        return
+    for h, t in zip(outs, done._outputs):
+        _SLOT.__set__(h, t._value)
+
+
+_UNMEMOISABLE = ("unmemoisable",)
+
+
+def _memo_part(t, run, inside, taped_inputs):
+    """How a gradient's result tensor ``t`` is found again in a later step: ``("h",
+    node, output, shape)`` an output of a node matched in the gradient's segment (with
+    its shape when Python knew it: a gradient has its source's shape, and the segment's
+    feeds are the same constants); ``("t", i, j)`` input ``j`` of taped op ``i`` (an
+    embedding gradient's indices); ``("c", t)`` a constant the gradient functions made
+    (a dense shape); None for None; else :data:`_UNMEMOISABLE`."""
+    if t is None:
+        return None
+    if type(t) is Handle and t._run is run and t._node in inside:
+        shape = t._shape
+        return ("h", t._node, t._value_index,
+                shape if shape is not None and shape.is_fully_defined() else None)
+    at = taped_inputs.get(id(t))
+    if at is not None:
+        return ("t",) + at
+    if type(t) is EagerTensor:
+        return ("c", t)
+    return _UNMEMOISABLE
 
 
 class _WeakOutputs(list):
@@ -237,6 +316,7 @@ class CoRun:
         self._feed_keys = step.feed_keys
         self._dynamic = step.dynamic
         self._dynamic_nodes = {nid for nid, _ in step.dynamic}
+        self._foldable = _foldable_nodes(tg)
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -365,6 +445,8 @@ class CoRun:
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
+        if nid in self._foldable:
+            _fold_small_ints(graph, op, outs)
         self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
             for record in _eager.RECORDERS:
@@ -452,33 +534,54 @@ class CoRun:
         feeds = self._segment_feeds(start, stack, taped_inputs)
         if feeds is None:
             return None
-        segment = self.matched[start:]
-        inside = {nid for nid, _ in segment}
+        inside = {nid for nid, _ in self.matched[start:]}
         results = []
         for g in grads:
-            if g is None:
-                results.append(None)
-            elif type(g) is Handle and g._run is self and g._node in inside:
-                results.append((g._node, g._value_index))
-            else:
+            if type(g) is IndexedSlices:   # a sparse gradient (an embedding's)
+                parts = tuple(_memo_part(t, self, inside, taped_inputs)
+                              for t in (g.values, g.indices, g.dense_shape))
+                if _UNMEMOISABLE in parts:
+                    return None
+                results.append(("s",) + parts)
+                continue
+            part = _memo_part(g, self, inside, {})
+            if part is _UNMEMOISABLE or (part is not None and part[0] != "h"):
                 return None
+            results.append(part)
         return tuple(feeds), self.locator.counts.get(stack, 0), tuple(results)
 
     def _take_gradient(self, tape, entry, stack):
         segment, count, results = entry
-        self._take_segment(segment, tape._ops, stack, count)
+        taped = tape._ops
+        self._take_segment(segment, taped, stack, count)
         made: dict = {}
         grads = []
         for r in results:
-            if r is None:
-                grads.append(None)
-                continue
-            nid, k = r
-            outs = made.get(nid)
-            if outs is None:
-                outs = made[nid] = self._node_handles(nid)
-            grads.append(outs[k])
+            if r is not None and r[0] == "s":
+                grads.append(IndexedSlices(*(self._memo_value(p, made, taped)
+                                             for p in r[1:])))
+            else:
+                grads.append(self._memo_value(r, made, taped))
         return grads
+
+    def _memo_value(self, part, made, taped):
+        """The tensor a memo entry's result part stands for in this step (see
+        :func:`_memo_part`)."""
+        if part is None:
+            return None
+        kind = part[0]
+        if kind == "c":
+            return part[1]
+        if kind == "t":
+            return taped[part[1]]._inputs[part[2]]
+        _, nid, k, shape = part
+        outs = made.get(nid)
+        if outs is None:
+            outs = made[nid] = self._node_handles(nid)
+        h = outs[k]
+        if shape is not None:
+            h._shape = shape
+        return h
 
     def _take_segment(self, segment, taped, stack, count):
         """Match the memo's nodes from the node matched last, sending their edges' Case
