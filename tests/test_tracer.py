@@ -1134,3 +1134,36 @@ def test_the_graph_side_runs_inline_until_it_waits_for_a_feed():
     rv.send(key(PYTHON_DEVICE, GRAPH_DEVICE, "b"), np.float32(1.0), False)
     assert executor.advance() is True                   # complete
     assert rv.poll(key(GRAPH_DEVICE, PYTHON_DEVICE, "a2b")) == (10.0, False)
+
+
+def test_shape_arithmetic_under_a_tape_keeps_the_gradient_memo(rng, monkeypatch):
+    """Folding a small integer op in Python must not put it on a recording tape: the
+    tape holds the program's ops only, so its gradient still comes from the memo. What
+    follows a Reshape to a shape fed from Python has that step's shape (the Square
+    here), in the handles and in the gradient's constants."""
+    x0 = rng.standard_normal(12).astype(np.float32)
+
+    def run(mode):
+        with df.eager_mode():
+            w = df.Variable(x0)
+
+            def step(n):
+                with df.GradientTape() as tape:
+                    rows = df.constant(n) * 2
+                    loss = df.reduce_sum(df.square(df.reshape(w, df.stack([rows, -1]))))
+                g = tape.gradient(loss, w)
+                w.assign_sub(0.1 * g)
+                return loss
+
+            f = df.function(step, mode=mode)
+            return [float(f(n)) for n in (1, 1, 3, 3, 1, 3)], f
+
+    want, _ = run("eager")
+    hits = _count_memo_hits(monkeypatch)
+    got, f = run("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 4, "eager_steps": 2}
+    # Graph steps n = 3, 3, 1, 3: the Reshape's shape (known in Python, from the fed
+    # n) is part of the memo key, so n = 1 computes its gradient again (its constants
+    # differ) and the two later n = 3 steps take it from the memo.
+    assert hits[0] == 2

@@ -41,6 +41,7 @@ from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import get_op_def
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
+from .generate import ShapeOnly
 from .location import _IN_LIBRARY, Locator, _in_library
 from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs, is_recorded,
                     variable_name)
@@ -144,21 +145,39 @@ _OPTIMIZER_TABLES = frozenset({"_slots", "_non_slot_dict", "_hyper_cache"})
 _PLAIN = (int, float, bool, str)
 
 
-class _ShapeOnly:
-    """An input of a shape inference run on the Python side: a tensor's dtype and
-    static shape, no value and no producer (as a placeholder in graph mode)."""
+def _inference_key(nid, inputs):
+    """What :func:`_python_side_shapes` depends on: the node, and per input its value
+    when it is a small integer tensor Python has (a shape, a size, slice bounds), else
+    its dtype and shape; None when an input's shape is unknown."""
+    key = [nid]
+    for t in inputs:
+        if type(t) is Handle and not t.has_value():
+            shape = t._shape
+            if shape is None:
+                return None
+            key.append(tuple(shape.as_list()))
+            continue
+        value = _SLOT.__get__(t, EagerTensor)
+        if (t._dtype in _INTEGER and type(value) is np.ndarray
+                and value.size <= _FOLD_MAX_ELEMENTS):
+            key.append((value.dtype.str, value.shape, value.tobytes()))
+        else:
+            key.append((id(t._dtype), np.shape(value)))
+    return tuple(key)
 
-    __slots__ = ("dtype", "shape")
-    op = EagerOp(None, "Placeholder", "Placeholder", (), {})
-    graph = None
-    name = "Placeholder:0"
 
-    def __init__(self, dtype, shape):
-        self.dtype = dtype
-        self.shape = shape
-
-    def get_shape(self):
-        return self.shape
+def _cached_python_side_shapes(op, nid, specs, dynamic, cache):
+    """:func:`_python_side_shapes`, remembered per graph by :func:`_inference_key`."""
+    key = _inference_key(nid, op._inputs)
+    if key is None:
+        return [(dt, None if (nid, k) in dynamic else traced)
+                for k, (dt, traced) in enumerate(specs)]
+    got = cache.get(key)
+    if got is None:
+        if len(cache) >= _SHAPE_CACHE_SIZE:   # values that change every step (crops)
+            cache.clear()
+        got = cache[key] = _python_side_shapes(op, nid, specs, dynamic)
+    return got
 
 
 def _python_side_shapes(op, nid, specs, dynamic):
@@ -180,7 +199,7 @@ def _python_side_shapes(op, nid, specs, dynamic):
                 continue
             if t._shape is None:
                 break
-            inputs.append(_ShapeOnly(t._dtype, t._shape))
+            inputs.append(ShapeOnly(t._dtype, t._shape))
         else:
             inputs.append(t)
     else:
@@ -204,6 +223,7 @@ def _python_side_shapes(op, nid, specs, dynamic):
 # functions read; computed in Python as well as in the graph they need no Output
 # Fetching, and the gradient that reads them can be memoised.
 _FOLD_MAX_ELEMENTS = 64
+_SHAPE_CACHE_SIZE = 4096
 _INTEGER = frozenset({_dtypes.int32, _dtypes.int64})
 
 
@@ -241,15 +261,26 @@ def _fold_small_ints(graph, op, outs):
         elif t._dtype not in _INTEGER and not shapes_only:
             return
         inputs.append(t)
+    recorders = _eager.RECORDERS
+    saved = recorders[:]
+    recorders.clear()          # not an op of the program: no tape may record it
     try:
         done = _eager.execute_now(graph, op._type, inputs, dict(op._attrs), op._name)
     except Exception:  # noqa: BLE001 - the graph runs it and reports the error
         return
+    finally:
+        recorders[:] = saved
     for h, t in zip(outs, done._outputs):
         _SLOT.__set__(h, t._value)
 
 
 _UNMEMOISABLE = ("unmemoisable",)
+
+
+def _shape_key(h):
+    """A handle's shape as Python knows it, hashable (None: unknown)."""
+    shape = h._shape if h is not None else None
+    return None if shape is None else tuple(shape.as_list())
 
 
 def _memo_part(t, run, inside, taped_inputs):
@@ -271,6 +302,27 @@ def _memo_part(t, run, inside, taped_inputs):
     if type(t) is EagerTensor:
         return ("c", t)
     return _UNMEMOISABLE
+
+
+class _RunPlan:
+    """What every co-executed step on one generated graph looks up, computed once per
+    graph (per :class:`~.generate.StepGraph`) instead of once per step."""
+
+    __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache")
+
+    def __init__(self, tg, step):
+        self.num_nodes = len(tg.nodes)
+        self.out_specs = [node.out_specs for node in tg.nodes]
+        self.dynamic_nodes = frozenset(nid for nid, _ in step.dynamic)
+        self.foldable = _foldable_nodes(tg)
+        self.shape_cache: dict = {}   # see _cached_python_side_shapes
+
+
+def _run_plan(tg, step) -> _RunPlan:
+    plan = getattr(step, "_coexec_plan", None)
+    if plan is None or plan.num_nodes != len(tg.nodes):
+        plan = step._coexec_plan = _RunPlan(tg, step)
+    return plan
 
 
 class _WeakOutputs(list):
@@ -310,13 +362,15 @@ class CoRun:
         self._started = False
         self._graph_complete = False
         # Looked up once per op in dispatch: bound here once per step.
+        plan = _run_plan(tg, step)
         self._succ = tg.succ
-        self._out_specs = [node.out_specs for node in tg.nodes]
+        self._out_specs = plan.out_specs
         self._edge_selects = step.edge_selects
         self._feed_keys = step.feed_keys
         self._dynamic = step.dynamic
-        self._dynamic_nodes = {nid for nid, _ in step.dynamic}
-        self._foldable = _foldable_nodes(tg)
+        self._dynamic_nodes = plan.dynamic_nodes
+        self._foldable = plan.foldable
+        self._shape_cache = plan.shape_cache
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -438,7 +492,8 @@ class CoRun:
         handles = self.handles
         specs = self._out_specs[nid]
         if nid in self._dynamic_nodes:
-            specs = _python_side_shapes(op, nid, specs, self._dynamic)
+            specs = _cached_python_side_shapes(op, nid, specs, self._dynamic,
+                                               self._shape_cache)
         outs = []
         for k, (dt, shape) in enumerate(specs):
             h = Handle(self, nid, k, dt, shape, op)
@@ -494,7 +549,14 @@ class CoRun:
     def _gradient_key(self, tape, targets, sources, stack):
         """The memo key of a gradient computation, or None when something in it is not
         a node of this step (an op run in Python on the tape, a target or source that
-        is neither a matched output nor a variable)."""
+        is neither a matched output nor a variable).
+
+        A node whose output shapes the graph cannot infer (a Reshape to a shape fed from
+        Python) can have other shapes in another step: gradient functions read them and
+        make constants from them, so the shapes Python knows for such outputs are part
+        of the key (an unknown one, None, is read through an Output Fetching, which
+        keeps the computation out of the memo anyway)."""
+        dynamic = self._dynamic_nodes
         taped = []
         for op in tape._ops:
             outs = op._outputs
@@ -504,16 +566,20 @@ class CoRun:
             if type(h) is not Handle or h._run is not self:
                 return None
             taped.append(h._node)
+            if h._node in dynamic:
+                taped.append(tuple(_shape_key(o) for o in outs))
         wired = []
         for t in targets:
             if type(t) is not Handle or t._run is not self:
                 return None
-            wired.append((t._node, t._value_index))
+            wired.append((t._node, t._value_index, _shape_key(t)
+                          if t._node in dynamic else None))
         for s in sources:
             t = getattr(s, "handle", None)
             t = s if t is None else t
             if type(t) is Handle and t._run is self:
-                wired.append(("n", t._node, t._value_index))
+                wired.append(("n", t._node, t._value_index, _shape_key(t)
+                              if t._node in dynamic else None))
                 continue
             name = variable_name(t) if isinstance(t, EagerTensor) else None
             if name is None:
