@@ -240,7 +240,10 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     later steps (same taped nodes, call site, targets and sources): its graph nodes are
     matched and fed without running the gradient functions in Python again; so is an
     ``Optimizer.apply_gradients`` whose optimizer holds only plain Python values (a
-    changed learning rate is computed again, then memoised too).
+    changed learning rate is computed again, then memoised too). The garbage collector
+    is paused while a step runs (cyclic garbage the step made is collected after it),
+    and the generated graph runs on the calling thread, as far as the values Python has
+    sent allow, whenever Python reads a value and when the step returns.
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])
