@@ -155,7 +155,7 @@ def _inference_key(nid, inputs):
             shape = t._shape
             if shape is None:
                 return None
-            key.append(tuple(shape.as_list()))
+            key.append(shape._dims)      # a tuple: TensorShape's own, no copy
             continue
         value = _SLOT.__get__(t, EagerTensor)
         if (t._dtype in _INTEGER and type(value) is np.ndarray
@@ -280,7 +280,7 @@ _UNMEMOISABLE = ("unmemoisable",)
 def _shape_key(h):
     """A handle's shape as Python knows it, hashable (None: unknown)."""
     shape = h._shape if h is not None else None
-    return None if shape is None else tuple(shape.as_list())
+    return None if shape is None else shape._dims
 
 
 def _memo_part(t, run, inside, taped_inputs):
