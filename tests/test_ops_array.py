@@ -632,3 +632,19 @@ def test_getitem_out_of_range_tensor_index_raises_at_run_time():
             assert sess.run(y, {i: 2}) == 3
             with pytest.raises(df.errors.InvalidArgumentError):
                 sess.run(y, {i: 3})
+
+
+def test_a_slice_with_constant_tensor_bounds_has_a_static_shape():
+    """``x[:, a:b]`` with ``a``, ``b`` constant tensors: the length is known at build time
+    (as TF's shape function gives it); a bound fed at run time leaves it unknown."""
+    x = df.placeholder(df.float32, [4, 17])
+    a, b = df.constant(2), df.constant(-1)
+    assert x[:, a:b].shape.as_list() == [4, 14]
+    assert x[:, a:].shape.as_list() == [4, 15]
+    assert x[:, ::df.constant(3)].shape.as_list() == [4, 6]
+    fed = df.placeholder(df.int32, [])
+    assert x[:, fed:b].shape.as_list() == [4, None]
+    with df.Session() as sess:
+        value = np.arange(68, dtype=np.float32).reshape(4, 17)
+        got = sess.run(x[:, a:b], {x: value})
+    np.testing.assert_array_equal(got, value[:, 2:-1])

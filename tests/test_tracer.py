@@ -958,3 +958,212 @@ def test_slice_bounds_chosen_in_python_are_fed_not_new_nodes(rng):
     losses, f = run("graph")
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-5)
     assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 8, "eager_steps": 2}
+
+
+# -- the cost of a co-executed step (branch tracerspeed) ------------------------------------------
+
+class _ConvNet:
+    """conv - relu - mean - dense, trained with Adam: a conv gradient reads the shapes of
+    Conv2DBackprop outputs whose size input is a constant made in Python (fed)."""
+
+    def __init__(self, rng):
+        self.k = df.Variable(0.3 * rng.standard_normal((3, 3, 1, 4)).astype(np.float32))
+        self.w = df.Variable(0.3 * rng.standard_normal((4, 3)).astype(np.float32))
+        self.opt = df.train.AdamOptimizer(0.05)
+
+    def step(self, x, y):
+        with df.GradientTape() as tape:
+            h = df.nn.relu(df.nn.conv2d(x, self.k, [1, 1, 1, 1], "SAME"))
+            logits = df.matmul(df.reduce_mean(h, axis=[1, 2]), self.w)
+            loss = df.reduce_mean(df.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=y, logits=logits))
+        grads = tape.gradient(loss, [self.k, self.w])
+        self.opt.apply_gradients(zip(grads, [self.k, self.w]))
+        return loss
+
+
+def test_conv_gradients_need_no_fetch_and_come_from_the_memo(rng, monkeypatch):
+    """The shapes a conv gradient reads are inferred in Python from the fed sizes: no
+    Output Fetching mid-step, so the gradient is memoised; losses equal eager's."""
+    from dataflow.tracer.coexec import CoRun
+    batches = [(rng.standard_normal((5, 6, 6, 1)).astype(np.float32),
+                rng.integers(0, 3, 5).astype(np.int32)) for _ in range(7)]
+    seed = int(rng.integers(1 << 30))
+
+    def run(mode):
+        with df.eager_mode():
+            net = _ConvNet(np.random.default_rng(seed))
+            f = df.function(net.step, mode=mode)
+            return [float(f(df.constant(x), df.constant(y))) for x, y in batches], f
+
+    want, _ = run("eager")
+    hits = _count_memo_hits(monkeypatch)
+    fetched = []
+    original = CoRun.fetch
+    monkeypatch.setattr(CoRun, "fetch", lambda self, h: fetched.append(
+        self.tg.nodes[h._node].op_type) or original(self, h))
+    got, f = run("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert f.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 5, "eager_steps": 2}
+    assert hits[0] == 4                       # every graph step after the first
+    # Only the returned losses (materialised at the end of each step) were fetched.
+    assert len(fetched) == 5 and set(fetched) <= {"Mean"}, fetched
+
+
+def test_an_embedding_gradient_comes_from_the_memo_as_indexed_slices(rng, monkeypatch):
+    """A Gather's gradient is IndexedSlices (values, the forward indices, a constant
+    dense shape): the memo gives it back with this step's indices."""
+    table0 = rng.standard_normal((10, 4)).astype(np.float32)
+    ids = [rng.integers(0, 10, 6).astype(np.int32) for _ in range(7)]
+
+    def run(mode):
+        with df.eager_mode():
+            table = df.Variable(table0)
+
+            def step(i):
+                with df.GradientTape() as tape:
+                    loss = df.reduce_sum(df.square(df.nn.embedding_lookup(table, i)))
+                g = tape.gradient(loss, table)
+                table.assign_sub(0.1 * df.convert_to_tensor(g))
+                return loss, type(g).__name__
+
+            f = df.function(step, mode=mode)
+            out = [f(df.constant(i)) for i in ids]
+            return [float(v) for v, _ in out], {k for _, k in out}, table.numpy(), f
+
+    want, want_kinds, want_table, _ = run("eager")
+    hits = _count_memo_hits(monkeypatch)
+    got, kinds, table, f = run("graph")
+    assert kinds == want_kinds == {"IndexedSlices"}
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(table, want_table, rtol=1e-5, atol=1e-6)
+    assert f.stats["fallbacks"] == 0 and f.stats["graph_steps"] == 5
+    assert hits[0] == 4
+
+
+def test_shape_arithmetic_is_computed_in_python_and_needs_no_fetch(monkeypatch):
+    """A Reshape to a shape computed by small integer ops in the step: Python computes
+    those too, so reading the Reshape's shape fetches nothing from the graph."""
+    from dataflow.tracer.coexec import CoRun
+    fetched = []
+    original = CoRun.fetch
+    monkeypatch.setattr(CoRun, "fetch", lambda self, h: fetched.append(
+        self.tg.nodes[h._node].op_type) or original(self, h))
+    with df.eager_mode():
+        @df.function
+        def f(x, n):
+            rows = df.constant(n) * 2                       # a node: int32 Mul
+            y = df.reshape(x, df.stack([rows, -1]))         # its value sets the shape
+            return y.shape.as_list(), df.reduce_sum(y)
+
+        got = [f(df.constant(np.arange(12, dtype=np.float32)), n) for n in (1, 1, 3, 3, 1)]
+    assert [s for s, _ in got] == [[2, 6], [2, 6], [6, 2], [6, 2], [2, 6]]
+    assert all(float(t) == 66.0 for _, t in got)
+    assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 3, "eager_steps": 2}
+    assert set(fetched) == {"Sum"}          # the returned sums only
+
+
+def test_the_collector_is_paused_during_a_step_and_restored_after(rng):
+    import gc
+    seen = []
+    with df.eager_mode():
+        @df.function
+        def f(x, fail=False):
+            seen.append(gc.isenabled())
+            if fail:
+                raise ValueError("from the step")
+            return x * 2.0
+
+        for _ in range(4):
+            f(df.constant(1.0))
+        with pytest.raises(ValueError):
+            f(df.constant(1.0), True)
+    assert gc.isenabled()
+    assert seen == [False] * 5
+    gc.disable()                            # a program that runs without the collector
+    try:
+        with df.eager_mode():
+            f(df.constant(1.0))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_graph_side_runs_inline_until_it_waits_for_a_feed():
+    """Executor.start/advance: the co-executed step's graph runs on the caller's thread,
+    as far as the values sent so far let it, and reports whether it is complete."""
+    from dataflow.runtime.device_set import DeviceSet
+    from dataflow.runtime.executor import Executor
+    from dataflow.runtime.kernel_resolver import KernelResolver
+    from dataflow.runtime.partitioned import transfer_keys
+    from dataflow.runtime.plan import build_plan
+    from dataflow.runtime.rendezvous import LocalRendezvous
+    from dataflow.tracer.generate import GRAPH_DEVICE, PYTHON_DEVICE
+
+    g = df.Graph()
+    with g.as_default():
+        def recv(name):
+            return g.create_op("_Recv", [], {"send_device": PYTHON_DEVICE,
+                                             "recv_device": GRAPH_DEVICE, "tensor_name": name,
+                                             "dtype": df.float32, "shape": df.TensorShape([])},
+                               name=name).outputs[0]
+
+        def send(t, name):
+            g.create_op("_Send", [t], {"send_device": GRAPH_DEVICE,
+                                       "recv_device": PYTHON_DEVICE, "tensor_name": name},
+                        name=name)
+
+        a, b = recv("a"), recv("b")
+        send(df.square(a), "a2")
+        send(df.square(a) + b, "a2b")
+    resolver = KernelResolver(DeviceSet(g, {}, False), df.ConfigProto(), {})
+    plan = build_plan(g, [], g.get_operations(), [], resolver.kernel_for)
+    plan.transfers = transfer_keys(plan)
+    rv = LocalRendezvous()
+    executor = Executor(plan, None, None, rv)
+
+    def key(src, dst, name):
+        return (src, dst, name, ())
+
+    executor.start()
+    assert executor.advance() is False                  # nothing sent: waits
+    rv.send(key(PYTHON_DEVICE, GRAPH_DEVICE, "a"), np.float32(3.0), False)
+    assert executor.advance() is False                  # a sent, b not: part of it ran
+    assert rv.poll(key(GRAPH_DEVICE, PYTHON_DEVICE, "a2")) == (9.0, False)
+    assert rv.poll(key(GRAPH_DEVICE, PYTHON_DEVICE, "a2b")) is None
+    rv.send(key(PYTHON_DEVICE, GRAPH_DEVICE, "b"), np.float32(1.0), False)
+    assert executor.advance() is True                   # complete
+    assert rv.poll(key(GRAPH_DEVICE, PYTHON_DEVICE, "a2b")) == (10.0, False)
+
+
+def test_shape_arithmetic_under_a_tape_keeps_the_gradient_memo(rng, monkeypatch):
+    """Folding a small integer op in Python must not put it on a recording tape: the
+    tape holds the program's ops only, so its gradient still comes from the memo. What
+    follows a Reshape to a shape fed from Python has that step's shape (the Square
+    here), in the handles and in the gradient's constants."""
+    x0 = rng.standard_normal(12).astype(np.float32)
+
+    def run(mode):
+        with df.eager_mode():
+            w = df.Variable(x0)
+
+            def step(n):
+                with df.GradientTape() as tape:
+                    rows = df.constant(n) * 2
+                    loss = df.reduce_sum(df.square(df.reshape(w, df.stack([rows, -1]))))
+                g = tape.gradient(loss, w)
+                w.assign_sub(0.1 * g)
+                return loss
+
+            f = df.function(step, mode=mode)
+            return [float(f(n)) for n in (1, 1, 3, 3, 1, 3)], f
+
+    want, _ = run("eager")
+    hits = _count_memo_hits(monkeypatch)
+    got, f = run("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 4, "eager_steps": 2}
+    # Graph steps n = 3, 3, 1, 3: the Reshape's shape (known in Python, from the fed
+    # n) is part of the memo key, so n = 1 computes its gradient again (its constants
+    # differ) and the two later n = 3 steps take it from the memo.
+    assert hits[0] == 2

@@ -285,11 +285,31 @@ def _strided_slice_infer(op):
         elif kind == "slice":
             out.append(None if dims[i] is None else len(range(*slice(*item[1:]).indices(dims[i]))))
             i += 1
-        else:  # tensor_slice: bounds known only at run time
-            out.append(None)
+        else:  # tensor_slice: bounds known at run time, or now for constant bounds
+            out.append(_tensor_slice_length(op, item, dims[i]))
             i += 1
     out.extend(dims[i:])
     return [(x.dtype, TensorShape(out))]
+
+
+def _tensor_slice_length(op, item, dim):
+    """The length of a ``tensor_slice`` of a dimension of size ``dim`` when every tensor
+    bound is a constant (as TF's shape function does with constant begin/end), else
+    None. A bound ``("t", j)`` is ``op.inputs[j]``."""
+    if dim is None:
+        return None
+    bounds = []
+    for ref in item[1:]:
+        if ref[0] == "c":
+            bounds.append(ref[1])
+            continue
+        value = constant_value(op.inputs[ref[1]])
+        if value is None or np.ndim(value) != 0:
+            return None
+        bounds.append(int(value))
+    if bounds[2] == 0:
+        return None   # the kernel raises the error
+    return len(range(*slice(*bounds).indices(dim)))
 
 
 # -- wrappers --------------------------------------------------------------------------------

@@ -293,6 +293,17 @@ class Executor:
     # -- driver ------------------------------------------------------------------------------
     def run(self, deadline=None):
         """Execute until quiescent; returns the fetched values in fetch order."""
+        self.start(deadline)
+        try:
+            self._loop(deadline)
+        except BaseException:
+            self.cancelled = True
+            raise
+        return self.results
+
+    def start(self, deadline=None):
+        """Set up the root frame and its ready nodes without running any (then
+        :meth:`advance`; :meth:`run` does both)."""
         plan = self.plan
         self.deadline = deadline
         root = FrameState(plan.root, None, self._template(plan.root))
@@ -301,15 +312,27 @@ class Executor:
         for gid in plan.root_ready:
             ready.append((gid, root_it))
         root_it.outstanding = len(ready)
+
+    def advance(self) -> bool:
+        """Run, on the calling thread, every node that can run now (after :meth:`start`).
+
+        True once the run is complete; False when what is left waits for rendezvous
+        values not sent yet. The caller is then the other side of the rendezvous (the
+        tracer's Python side, which feeds the step it co-executes): it sends, and calls
+        again. Nothing blocks and no thread is involved (with no worker pool), so a
+        caller that has sent everything gets True, or a Recv is waiting for a value that
+        nobody will send.
+        """
         try:
-            self._loop(deadline)
+            return self._loop(self.deadline, block=False)
         except BaseException:
             self.cancelled = True
             raise
-        return self.results
 
-    def _loop(self, deadline):
-        """The scheduler. Every role is handled inline: this loop runs millions of times."""
+    def _loop(self, deadline, block=True):
+        """The scheduler. Every role is handled inline: this loop runs millions of times.
+        Returns True when the run is complete; with ``block=False``, False as soon as
+        nothing is ready and nothing has arrived (see :meth:`advance`)."""
         nodes = self.node_tuples
         ready = self.ready
         pop = ready.pop
@@ -451,7 +474,9 @@ class Executor:
                 if not it.outstanding and not it.is_root:
                     self._cleanup(it)
             if not self.inflight:
-                return
+                return True
+            if not block and self.done_queue.empty():
+                return False
             self._wait_for_worker(deadline)
 
     # -- delivery ----------------------------------------------------------------------------

@@ -16,13 +16,19 @@ checkpoint taken at the start of the step, the ops matched so far are re-run eag
 (stateful ops outside the graph, such as prints, ran once in Python and are not re-run),
 the handles get their values, and the step goes on imperatively while a recorder
 records the rest of its trace.
+
+The graph side runs on the Python side's own thread, cooperatively (:meth:`~dataflow.
+runtime.executor.Executor.advance`): it runs when Python needs a value from it, as far
+as the values sent so far let it, and at the end of the step. Both sides share the
+interpreter lock, so a thread of its own would only add hand-overs: a graph thread
+started at the first Output Fetching measured 2.9x slower per step than running inline
+on the SDPoint program, whose gradient reads shapes between every pair of layers.
 """
 from __future__ import annotations
 
 import os
 import sys
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -31,30 +37,26 @@ from .. import dtypes as _dtypes
 from .. import errors
 from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
+from ..framework.indexed_slices import IndexedSlices
+from ..framework.op_registry import get_op_def
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
+from .generate import ShapeOnly
 from .location import _IN_LIBRARY, Locator, _in_library
 from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs, is_recorded,
                     variable_name)
 from .trace_graph import END, START, node_key
 
-__all__ = ["CoRun", "Handle", "GraphWorker"]
+__all__ = ["CoRun", "Handle"]
 
 _SLOT = EagerTensor.__dict__["_value"]
 _NO_INPUTS = ()
 _NO_FEEDS: dict = {}   # shared by matched ops without fed inputs: never written to
 _FED = ("f",)
-INLINE_DEADLINE_S = 120.0
 # DATAFLOW_TRACER_DEBUG=1 prints why each fallback happened (also counted, always, in
 # ``f.stats["fallback_reasons"]``).
 _DEBUG = os.environ.get("DATAFLOW_TRACER_DEBUG", "") not in ("", "0")
 _RESOURCE = _dtypes.resource
-# The graph side starts at the Python side's first Output Fetching, on a thread of its
-# own, and runs concurrently with the rest of the Python side from then on; a step with
-# no Output Fetching before its end runs its graph when the Python side has sent all
-# its feeds, on the Python side's thread (it would only wait otherwise). Under the
-# interpreter lock the two sides never run Python code at once, so starting earlier
-# only adds lock hand-overs (MLP step: 0.93 ms started at the step's start).
 
 
 class Handle(TracedTensor):
@@ -143,21 +145,184 @@ _OPTIMIZER_TABLES = frozenset({"_slots", "_non_slot_dict", "_hyper_cache"})
 _PLAIN = (int, float, bool, str)
 
 
-class GraphWorker:
-    """Starts the graph side of each co-executed step on a thread of its own.
+def _inference_key(nid, inputs):
+    """What :func:`_python_side_shapes` depends on: the node, and per input its value
+    when it is a small integer tensor Python has (a shape, a size, slice bounds), else
+    its dtype and shape; None when an input's shape is unknown."""
+    key = [nid]
+    for t in inputs:
+        if type(t) is Handle and not t.has_value():
+            shape = t._shape
+            if shape is None:
+                return None
+            key.append(shape._dims)      # a tuple: TensorShape's own, no copy
+            continue
+        value = _SLOT.__get__(t, EagerTensor)
+        if (t._dtype in _INTEGER and type(value) is np.ndarray
+                and value.size <= _FOLD_MAX_ELEMENTS):
+            key.append((value.dtype.str, value.shape, value.tobytes()))
+        else:
+            key.append((id(t._dtype), np.shape(value)))
+    return tuple(key)
 
-    A thread started per step measured faster than one long-lived worker waiting on a
-    queue (digits MLP step, 2 loaded cores: about 1.0 ms against 3 ms per step): starting
-    a thread hands the interpreter lock over at once, and the graph runs up to its first
-    pending feed while the Python side is still starting; a waiting worker gets the lock
-    only when the Python side next blocks or its switch interval expires.
-    """
 
-    def submit(self, job):
-        threading.Thread(target=job, daemon=True, name="dataflow-function-graph").start()
+def _cached_python_side_shapes(op, nid, specs, dynamic, cache):
+    """:func:`_python_side_shapes`, remembered per graph by :func:`_inference_key`."""
+    key = _inference_key(nid, op._inputs)
+    if key is None:
+        return [(dt, None if (nid, k) in dynamic else traced)
+                for k, (dt, traced) in enumerate(specs)]
+    got = cache.get(key)
+    if got is None:
+        if len(cache) >= _SHAPE_CACHE_SIZE:   # values that change every step (crops)
+            cache.clear()
+        got = cache[key] = _python_side_shapes(op, nid, specs, dynamic)
+    return got
 
-    def close(self):
-        pass
+
+def _python_side_shapes(op, nid, specs, dynamic):
+    """The output specs of a matched op the graph cannot infer all shapes of: the
+    generator saw its fed inputs as ``_Recv`` s, while here their values are known (a
+    Reshape to a shape list made in Python, a conv gradient's ``shape(x)``), so the op's
+    shape inference runs again with those values, and the outputs it gets fully defined
+    need no Output Fetching when Python asks their shape. Outputs of the matched step
+    stand in by dtype and static shape (the graph's view of them), or by their value
+    when Python has it (a folded small integer op's); an output whose shape
+    is still unknown, or one with an input of unknown shape, keeps None (its value is
+    fetched for its shape); the outputs the graph infers keep their traced shape."""
+    inferred = None
+    inputs = []
+    for t in op._inputs:
+        if type(t) is Handle:
+            if t.has_value():   # folded (see _fold_small_ints) or fetched: a constant
+                inputs.append(EagerTensor(_SLOT.__get__(t, Handle), t._dtype))
+                continue
+            if t._shape is None:
+                break
+            inputs.append(ShapeOnly(t._dtype, t._shape))
+        else:
+            inputs.append(t)
+    else:
+        probe = EagerOp(op._graph, op._type, op._name, inputs, op._attrs)
+        try:
+            inferred = get_op_def(op._type).infer(probe)
+        except Exception:  # noqa: BLE001 - inference that needs more than this: fetch
+            inferred = None
+    out = []
+    for k, (dt, traced) in enumerate(specs):
+        if (nid, k) in dynamic:
+            traced = None
+            if inferred is not None and inferred[k][1].is_fully_defined():
+                traced = inferred[k][1]
+        out.append((dt, traced))
+    return out
+
+
+# Shape arithmetic (a gradient's reduced shape, a Reshape's target computed from
+# shapes): small integer ops. Their values decide later ops' shapes, which gradient
+# functions read; computed in Python as well as in the graph they need no Output
+# Fetching, and the gradient that reads them can be memoised.
+_FOLD_MAX_ELEMENTS = 64
+_SHAPE_CACHE_SIZE = 4096
+_INTEGER = frozenset({_dtypes.int32, _dtypes.int64})
+
+
+def _foldable_nodes(tg) -> frozenset:
+    """Nodes whose outputs are all small integer tensors (see :func:`_fold_small_ints`);
+    variable ops are not (they read or change state)."""
+    out = set()
+    for nid, node in enumerate(tg.nodes):
+        specs = node.out_specs
+        if (specs and not node.variables()
+                and all(dt in _INTEGER and shape is not None and shape.is_fully_defined()
+                        and shape.num_elements() <= _FOLD_MAX_ELEMENTS
+                        for dt, shape in specs)):
+            out.add(nid)
+    return frozenset(out)
+
+
+def _fold_small_ints(graph, op, outs):
+    """Give ``outs`` (the handles of a matched small integer op) their values now, when
+    every input's value is known in Python (fed, or a handle folded or fetched before):
+    the op runs in Python too, on the values the graph gets. Otherwise, or if it fails,
+    the handles stay as they are (the graph's value is fetched if Python reads it)."""
+    shapes_only = get_op_def(op._type).reads_shapes_only
+    inputs = []
+    for t in op._inputs:
+        if type(t) is Handle:
+            if t.has_value():
+                t = EagerTensor(_SLOT.__get__(t, Handle), t._dtype)
+            elif shapes_only and t._shape is not None:
+                # Shape, Size, Rank: a stand-in value of that shape (a view, no data).
+                t = EagerTensor(np.broadcast_to(np.zeros((), t._dtype.as_numpy_dtype),
+                                                t._shape.as_list()), t._dtype)
+            else:
+                return
+        elif t._dtype not in _INTEGER and not shapes_only:
+            return
+        inputs.append(t)
+    recorders = _eager.RECORDERS
+    saved = recorders[:]
+    recorders.clear()          # not an op of the program: no tape may record it
+    try:
+        done = _eager.execute_now(graph, op._type, inputs, dict(op._attrs), op._name)
+    except Exception:  # noqa: BLE001 - the graph runs it and reports the error
+        return
+    finally:
+        recorders[:] = saved
+    for h, t in zip(outs, done._outputs):
+        _SLOT.__set__(h, t._value)
+
+
+_UNMEMOISABLE = ("unmemoisable",)
+
+
+def _shape_key(h):
+    """A handle's shape as Python knows it, hashable (None: unknown)."""
+    shape = h._shape if h is not None else None
+    return None if shape is None else shape._dims
+
+
+def _memo_part(t, run, inside, taped_inputs):
+    """How a gradient's result tensor ``t`` is found again in a later step: ``("h",
+    node, output, shape)`` an output of a node matched in the gradient's segment (with
+    its shape when Python knew it: a gradient has its source's shape, and the segment's
+    feeds are the same constants); ``("t", i, j)`` input ``j`` of taped op ``i`` (an
+    embedding gradient's indices); ``("c", t)`` a constant the gradient functions made
+    (a dense shape); None for None; else :data:`_UNMEMOISABLE`."""
+    if t is None:
+        return None
+    if type(t) is Handle and t._run is run and t._node in inside:
+        shape = t._shape
+        return ("h", t._node, t._value_index,
+                shape if shape is not None and shape.is_fully_defined() else None)
+    at = taped_inputs.get(id(t))
+    if at is not None:
+        return ("t",) + at
+    if type(t) is EagerTensor:
+        return ("c", t)
+    return _UNMEMOISABLE
+
+
+class _RunPlan:
+    """What every co-executed step on one generated graph looks up, computed once per
+    graph (per :class:`~.generate.StepGraph`) instead of once per step."""
+
+    __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache")
+
+    def __init__(self, tg, step):
+        self.num_nodes = len(tg.nodes)
+        self.out_specs = [node.out_specs for node in tg.nodes]
+        self.dynamic_nodes = frozenset(nid for nid, _ in step.dynamic)
+        self.foldable = _foldable_nodes(tg)
+        self.shape_cache: dict = {}   # see _cached_python_side_shapes
+
+
+def _run_plan(tg, step) -> _RunPlan:
+    plan = getattr(step, "_coexec_plan", None)
+    if plan is None or plan.num_nodes != len(tg.nodes):
+        plan = step._coexec_plan = _RunPlan(tg, step)
+    return plan
 
 
 class _WeakOutputs(list):
@@ -179,7 +344,7 @@ class CoRun:
     """One co-executed step of ``fn_state`` (a :class:`~.function.Function`'s state) on
     ``step`` (its :class:`~.generate.StepGraph`)."""
 
-    def __init__(self, tg, step, resources, worker, ready_order=None, gradient_memo=None):
+    def __init__(self, tg, step, resources, ready_order=None, gradient_memo=None):
         self.tg = tg
         self.step = step
         self.locator = Locator()
@@ -194,15 +359,18 @@ class CoRun:
         self.cells = {name: resources.get(name) for name in step.written}
         self.checkpoint = {name: c.value for name, c in self.cells.items() if c is not None}
         self._executor = Executor(step.plan, None, None, self.rv, ready_order)
-        self._graph_done = threading.Event()
-        self._worker = worker
         self._started = False
+        self._graph_complete = False
         # Looked up once per op in dispatch: bound here once per step.
+        plan = _run_plan(tg, step)
         self._succ = tg.succ
-        self._out_specs = [node.out_specs for node in tg.nodes]
+        self._out_specs = plan.out_specs
         self._edge_selects = step.edge_selects
         self._feed_keys = step.feed_keys
         self._dynamic = step.dynamic
+        self._dynamic_nodes = plan.dynamic_nodes
+        self._foldable = plan.foldable
+        self._shape_cache = plan.shape_cache
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -210,28 +378,21 @@ class CoRun:
         self._last_op = None             # id of the op dispatch matched last
         self.reason = None           # why the step fell back (a short text), if it did
 
-    def _start(self, inline=False):
-        """Start the graph side (once). ``inline``: the Python side has sent everything
-        and only waits for the graph, so the graph runs on this thread (no thread to
-        start and no lock to hand over)."""
-        if not self._started:
-            self._started = True
-            if inline:
-                # Everything is sent: the graph never waits for the Python side now. A
-                # wait would be a bug; the deadline turns it into a fallback, not a hang.
-                self._run_graph(deadline=time.monotonic() + INLINE_DEADLINE_S)
-            else:
-                self._worker.submit(self._run_graph)
-
     # -- the graph side ---------------------------------------------------------------------
-    def _run_graph(self, deadline=None):
+    def _advance_graph(self):
+        """Run the graph side on this thread as far as the values sent so far let it
+        (a failure is kept in ``graph_error`` and cancels the rendezvous)."""
+        if self._graph_complete or self.graph_error is not None:
+            return
+        executor = self._executor
         try:
-            self._executor.run(deadline)
-        except BaseException as exc:  # noqa: BLE001 - handed to the Python side
+            if not self._started:
+                self._started = True
+                executor.start()
+            self._graph_complete = executor.advance()
+        except Exception as exc:  # noqa: BLE001 - handed to the Python side
             self.graph_error = exc
             self.rv.cancel(exc)
-        finally:
-            self._graph_done.set()
 
     @property
     def fell_back(self) -> bool:
@@ -329,15 +490,18 @@ class CoRun:
         self.matched.append((nid, fed))
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
-        dynamic = self._dynamic
+        specs = self._out_specs[nid]
+        if nid in self._dynamic_nodes:
+            specs = _cached_python_side_shapes(op, nid, specs, self._dynamic,
+                                               self._shape_cache)
         outs = []
-        for k, (dt, shape) in enumerate(self._out_specs[nid]):
-            if dynamic and (nid, k) in dynamic:
-                shape = None
+        for k, (dt, shape) in enumerate(specs):
             h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
+        if nid in self._foldable:
+            _fold_small_ints(graph, op, outs)
         self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
             for record in _eager.RECORDERS:
@@ -385,7 +549,14 @@ class CoRun:
     def _gradient_key(self, tape, targets, sources, stack):
         """The memo key of a gradient computation, or None when something in it is not
         a node of this step (an op run in Python on the tape, a target or source that
-        is neither a matched output nor a variable)."""
+        is neither a matched output nor a variable).
+
+        A node whose output shapes the graph cannot infer (a Reshape to a shape fed from
+        Python) can have other shapes in another step: gradient functions read them and
+        make constants from them, so the shapes Python knows for such outputs are part
+        of the key (an unknown one, None, is read through an Output Fetching, which
+        keeps the computation out of the memo anyway)."""
+        dynamic = self._dynamic_nodes
         taped = []
         for op in tape._ops:
             outs = op._outputs
@@ -395,16 +566,20 @@ class CoRun:
             if type(h) is not Handle or h._run is not self:
                 return None
             taped.append(h._node)
+            if h._node in dynamic:
+                taped.append(tuple(_shape_key(o) for o in outs))
         wired = []
         for t in targets:
             if type(t) is not Handle or t._run is not self:
                 return None
-            wired.append((t._node, t._value_index))
+            wired.append((t._node, t._value_index, _shape_key(t)
+                          if t._node in dynamic else None))
         for s in sources:
             t = getattr(s, "handle", None)
             t = s if t is None else t
             if type(t) is Handle and t._run is self:
-                wired.append(("n", t._node, t._value_index))
+                wired.append(("n", t._node, t._value_index, _shape_key(t)
+                              if t._node in dynamic else None))
                 continue
             name = variable_name(t) if isinstance(t, EagerTensor) else None
             if name is None:
@@ -425,33 +600,54 @@ class CoRun:
         feeds = self._segment_feeds(start, stack, taped_inputs)
         if feeds is None:
             return None
-        segment = self.matched[start:]
-        inside = {nid for nid, _ in segment}
+        inside = {nid for nid, _ in self.matched[start:]}
         results = []
         for g in grads:
-            if g is None:
-                results.append(None)
-            elif type(g) is Handle and g._run is self and g._node in inside:
-                results.append((g._node, g._value_index))
-            else:
+            if type(g) is IndexedSlices:   # a sparse gradient (an embedding's)
+                parts = tuple(_memo_part(t, self, inside, taped_inputs)
+                              for t in (g.values, g.indices, g.dense_shape))
+                if _UNMEMOISABLE in parts:
+                    return None
+                results.append(("s",) + parts)
+                continue
+            part = _memo_part(g, self, inside, {})
+            if part is _UNMEMOISABLE or (part is not None and part[0] != "h"):
                 return None
+            results.append(part)
         return tuple(feeds), self.locator.counts.get(stack, 0), tuple(results)
 
     def _take_gradient(self, tape, entry, stack):
         segment, count, results = entry
-        self._take_segment(segment, tape._ops, stack, count)
+        taped = tape._ops
+        self._take_segment(segment, taped, stack, count)
         made: dict = {}
         grads = []
         for r in results:
-            if r is None:
-                grads.append(None)
-                continue
-            nid, k = r
-            outs = made.get(nid)
-            if outs is None:
-                outs = made[nid] = self._node_handles(nid)
-            grads.append(outs[k])
+            if r is not None and r[0] == "s":
+                grads.append(IndexedSlices(*(self._memo_value(p, made, taped)
+                                             for p in r[1:])))
+            else:
+                grads.append(self._memo_value(r, made, taped))
         return grads
+
+    def _memo_value(self, part, made, taped):
+        """The tensor a memo entry's result part stands for in this step (see
+        :func:`_memo_part`)."""
+        if part is None:
+            return None
+        kind = part[0]
+        if kind == "c":
+            return part[1]
+        if kind == "t":
+            return taped[part[1]]._inputs[part[2]]
+        _, nid, k, shape = part
+        outs = made.get(nid)
+        if outs is None:
+            outs = made[nid] = self._node_handles(nid)
+        h = outs[k]
+        if shape is not None:
+            h._shape = shape
+        return h
 
     def _take_segment(self, segment, taped, stack, count):
         """Match the memo's nodes from the node matched last, sending their edges' Case
@@ -596,16 +792,19 @@ class CoRun:
         if self.recorder is None:
             key = self.step.fetch_keys.get(k)
             if key is not None:
-                self._start()
-                try:
-                    value, dead = self.rv.recv(key)
-                except Exception as exc:  # noqa: BLE001 - the graph step failed: fall
-                    value, dead = exc, True   # back, the eager re-run raises a real error
-                if not dead:
+                got = self.rv.poll(key)
+                if got is None:
+                    self._advance_graph()
+                    got = self.rv.poll(key)
+                if got is not None and not got[1]:
                     self.read.setdefault(k, len(self.matched))
-                    return value
-                why = (f"graph failed: {type(value).__name__}" if value is not None
-                       else "fetch dead")
+                    return got[0]
+                if self.graph_error is not None:   # the eager re-run raises a real error
+                    why = f"graph failed: {type(self.graph_error).__name__}"
+                elif got is None:   # the deadlock rule makes this a bug: fall back
+                    why = "fetch waits for a feed"
+                else:
+                    why = "fetch dead"
             else:
                 why = f"read of unfetched {self.tg.nodes[handle._node].op_type}"
             self.read.setdefault(k, len(self.matched))
@@ -626,16 +825,17 @@ class CoRun:
             self._fallback("path ends early")
             return
         self._take_edge(self.cur, END)
-        self._start(inline=True)
+        self._advance_graph()
         for k, ref in list(self.handles.items()):
             h = ref()
             if h is not None and not h.has_value():
                 h._value           # noqa: B018 - receives it (or falls back)
                 if self.recorder is not None:
                     return
-        self._graph_done.wait()
         if self.graph_error is not None:
             self._fallback(f"graph failed: {type(self.graph_error).__name__}")
+        elif not self._graph_complete:   # everything is sent: a Recv nobody feeds (a bug)
+            self._fallback("graph waits for a feed at the end of the step")
 
     def abort(self):
         """The step function raised while co-executing: bring the state to what eager
@@ -650,9 +850,7 @@ class CoRun:
             print(f"df.function fallback: {reason}", file=sys.stderr)
         self.rv.cancel(errors.CancelledError(None, None, "df.function: the step left the "
                                              "graph (fallback)"))
-        self._executor.deadline = 0.0
-        if self._started:
-            self._graph_done.wait()
+        self._executor.cancelled = True   # runs on this thread: it is not running now
         for name, cell in self.cells.items():
             if cell is not None and name in self.checkpoint:
                 cell.value = self.checkpoint[name]

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dtypes
+from ..framework.eager import EagerOp
 from ..framework.graph import Graph
 from ..framework.tensor_shape import TensorShape
 from ..runtime.device_set import DeviceSet
@@ -167,6 +168,7 @@ def _build_nodes(g, step, tg, order, pivots):
     #                         ControlTrigger after it once a feed needs one
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
     var_ops: dict = {}      # variable name -> node ids touching it, in order
+    partial: dict = {}      # (node id, k) of a dynamic output -> its inferred shape
     anc = _ancestors(tg, order)
     for v in order:
         node = tg.nodes[v]
@@ -187,7 +189,7 @@ def _build_nodes(g, step, tg, order, pivots):
         op = g.create_op(node.op_type, inputs, dict(node.attrs),
                          name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
         built[v] = op
-        _note_dynamic_shapes(step, v, op)
+        _note_dynamic_shapes(step, v, op, node, partial)
         pivot = pivots.get(v)
         if pivot is not None:
             op._add_control_input(pivot)
@@ -222,18 +224,47 @@ def _build_nodes(g, step, tg, order, pivots):
             sends[(v, k)] = send
 
 
-def _note_dynamic_shapes(step, v, op):
+def _note_dynamic_shapes(step, v, op, node, partial):
     """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
     a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
     must not take their traced shape for granted, so their handles fetch the value when
-    the shape is asked for."""
+    the shape is asked for. The graph's tensors carry the traced shapes, so an input
+    from such an output stands in with the shape inferred for it (what follows a
+    Reshape to a fed shape is dynamic too); ``partial`` keeps those shapes."""
+    probe = op
+    dynamic_inputs = [slot for slot, src in enumerate(node.inputs)
+                      if src[0] == "n" and (src[1], src[2]) in step.dynamic]
+    if dynamic_inputs:
+        inputs = list(op.inputs)
+        for slot in dynamic_inputs:
+            src = node.inputs[slot]
+            inputs[slot] = ShapeOnly(inputs[slot].dtype, partial[(src[1], src[2])])
+        probe = EagerOp(None, op.type, op.name, inputs, dict(node.attrs))
     try:
-        specs = op._op_def.infer(op)
+        specs = op._op_def.infer(probe)
     except Exception:  # noqa: BLE001 - inference may need values only a run has
         specs = None
     for k in range(len(op.outputs)):
         if specs is None or not specs[k][1].is_fully_defined():
             step.dynamic.add((v, k))
+            partial[(v, k)] = TensorShape(None) if specs is None else specs[k][1]
+
+
+class ShapeOnly:
+    """A tensor known by dtype and static shape only (no value, no producer), as an
+    input of a shape inference outside a graph (a placeholder's view)."""
+
+    __slots__ = ("dtype", "shape")
+    op = EagerOp(None, "Placeholder", "Placeholder", (), {})
+    graph = None
+    name = "Placeholder:0"
+
+    def __init__(self, dtype, shape):
+        self.dtype = dtype
+        self.shape = shape
+
+    def get_shape(self):
+        return self.shape
 
 
 def _fetch_done(g, sends, u, k):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import random
 import sys
 import threading
@@ -16,7 +17,7 @@ import threading
 from ..autodiff import tape as _tape
 from ..framework import eager as _eager
 from ..train import optimizer as _optimizer
-from .coexec import CoRun, GraphWorker
+from .coexec import CoRun
 from .generate import generate
 from .location import Locator
 from .trace import TraceRecorder, detach, feed_slice_bounds
@@ -52,7 +53,6 @@ class Function:
         self._unrepeatable = 0         # traces kept out of the graph (see _merge)
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
-        self._worker = None            # the graph side's thread, made at the first graph step
         self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         # Why each fallback happened (a diagnostic; DATAFLOW_TRACER_DEBUG=1 prints them).
@@ -93,12 +93,23 @@ class Function:
                 self.stats["eager_steps"] += 1
                 return result
             _IN_STEP.active = True
+            # The collector is paused for the step: a step's many short-lived objects
+            # (handles, matched ops, the executor's iteration state) then die by reference
+            # count before any collection sees them, instead of being promoted to older
+            # generations by collections that happen mid-step and so bringing on full
+            # collections (a full pass costs 50-200 ms in these processes, several per
+            # 60 steps). Cyclic garbage made in the step is collected after it.
+            collecting = gc.isenabled()
+            if collecting:
+                gc.disable()
             try:
                 if self._step is None:
                     return self._trace(args, kwargs)
                 return self._coexecute(args, kwargs)
             finally:
                 _IN_STEP.active = False
+                if collecting:
+                    gc.enable()
 
     def _call(self, locator, args, kwargs):
         locator.boundary = sys._getframe()
@@ -122,10 +133,8 @@ class Function:
         return result
 
     def _coexecute(self, args, kwargs):
-        if self._worker is None:
-            self._worker = GraphWorker()
-        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._worker,
-                    self._ready_rng, self._gradient_memo)
+        run = CoRun(self._tg, self._step, _eager._eager_graph().resources, self._ready_rng,
+                    self._gradient_memo)
         previous = _eager.set_dispatcher(run.dispatch)
         previous_runner = _tape.GRADIENT_RUNNER[0]
         _tape.GRADIENT_RUNNER[0] = run.gradient
@@ -231,7 +240,10 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     later steps (same taped nodes, call site, targets and sources): its graph nodes are
     matched and fed without running the gradient functions in Python again; so is an
     ``Optimizer.apply_gradients`` whose optimizer holds only plain Python values (a
-    changed learning rate is computed again, then memoised too).
+    changed learning rate is computed again, then memoised too). The garbage collector
+    is paused while a step runs (cyclic garbage the step made is collected after it),
+    and the generated graph runs on the calling thread, as far as the values Python has
+    sent allow, whenever Python reads a value and when the step returns.
 
     >>> with df.eager_mode():
     ...     w = df.Variable([1.0, -2.0])
