@@ -166,3 +166,6 @@ class ArenaExecutor(Executor):
         super().__init__(plan, None, templates)
         self.node_tuples = step.node_tuples
         self.ready = PlanOrderReady(step, step.node_tuples)
+        # A compiled loop frame (dataflow/loopc) allocates its own values outside the
+        # arena and the plan's order: planned steps run their loops interpreted.
+        self.interpret_loops = True
