@@ -614,3 +614,36 @@ def test_switch_diamonds_leaves_out_a_side_that_reads_its_merge():
         with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
             assert_same_tokens(expected, sess.run_tokens([z], feed), [z])
 
+
+@pytest.mark.parametrize("pattern", ["vv_x", "vv_y", "vs", "sv", "rows", "rows_rev", "cols",
+                                     "cols_rev"])
+def test_compiled_binary_out_variant_in_place_gives_the_kernels_values(pattern):
+    """The compiled binary ops' out= variant with ``out`` over an operand (the
+    planner's in-place reuse) runs the one-array loops: each broadcast pattern gives
+    the kernel's values bit for bit."""
+    from dataflow.kernels.numba_cpu._dispatch import ENABLED
+    from dataflow.kernels.registry import find_kernel, out_variant
+    if not ENABLED:
+        pytest.fail("the Numba kernels are off")
+    rng, _ = fresh_rng()
+    big = rng.standard_normal((96, 256)).astype(np.float32)
+    small = {"vv_x": big + 1, "vv_y": big + 1, "vs": np.float32(1.5), "sv": np.float32(1.5),
+             "rows": rng.standard_normal(256).astype(np.float32),
+             "rows_rev": rng.standard_normal(256).astype(np.float32),
+             "cols": rng.standard_normal((96, 1)).astype(np.float32),
+             "cols_rev": rng.standard_normal((96, 1)).astype(np.float32)}[pattern]
+    first = pattern in ("vv_x", "vs", "rows", "cols")
+    for op_name, fn in (("Sub", df.subtract), ("Mul", df.multiply)):
+        g = df.Graph()
+        with g.as_default():
+            a = df.placeholder(df.float32, np.shape(big if first else small))
+            b = df.placeholder(df.float32, np.shape(small if first else big))
+            op = fn(a, b).op
+        factory = find_kernel(op)
+        ctx = df.kernels.registry.KernelContext(op)
+        x, y = (big, small) if first else (small, big)
+        expected = factory(ctx)(x, y)
+        out = (x if first else y).copy()
+        args = (out, y) if first else (x, out)
+        out_variant(factory)[0](ctx)(*args, out)
+        np.testing.assert_array_equal(out, expected, strict=True)
