@@ -63,11 +63,16 @@ def _run(sess, fetches, feed_dict):
 
 def measure_step_peak(sess, fetches, feed_dict=None) -> int:
     """Bytes the step allocates at its peak, over what existed before it (tracemalloc);
-    one warm-up run first, so caches and compiled plans are not counted."""
+    one warm-up run first, so caches and compiled plans are not counted. The warm-up
+    runs traced: a step that replaces values made before it (an optimizer's new
+    variable values) is then credited with freeing the old ones, which tracemalloc
+    only sees for blocks it traced."""
     _run(sess, fetches, feed_dict)
     gc.collect()
     tracemalloc.start()
     try:
+        _run(sess, fetches, feed_dict)
+        gc.collect()
         base, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         result = _run(sess, fetches, feed_dict)
@@ -79,8 +84,10 @@ def measure_step_peak(sess, fetches, feed_dict=None) -> int:
 
 
 def planned_run_bytes(plan) -> int:
-    """What a run allocates by the plan: the arena, the stacks and the fetched values."""
-    return plan.arena_bytes + plan.stack_bytes_for() + plan.zones["fetches"]
+    """What a run allocates by the plan: the arena, the kernels' scratch outside it,
+    the stacks and the fetched values."""
+    return plan.arena_bytes + plan.scratch_bytes + plan.stack_bytes_for() \
+        + plan.zones["fetches"]
 
 
 def _mlp_step():
@@ -263,19 +270,24 @@ def _faults_per_step(run, steps=5) -> float:
 
 def speed_report(steps=1000, repeats=7) -> list:
     """Seconds per step of the MLP Adam step and the RNN fwd+grad: planned, unplanned
-    with the same kernels (unfused), and unplanned with the defaults (fused), run
-    interleaved (medians), one BLAS thread each; page faults per step after the first."""
+    with the same kernels (unfused), and unplanned fused, loops interpreted in all,
+    run interleaved (medians and minima), one BLAS thread each; page faults per step
+    after the first."""
     rows = []
     for name, make in (("digits MLP Adam step", lambda: _mlp_step()),
                        (f"tanh RNN fwd+grad (T={steps})", lambda: _rnn_grad(steps))):
         g, fetch, feed, init = make()
         # One BLAS thread each: on the shared two-core machine multi-threaded BLAS calls
         # wait on each other's threads (a 1797 x 64 x 64 matmul took 1-35 ms).
+        # Loops interpreted in all three: a planned step runs its loops interpreted
+        # (the loop compiler's frames allocate outside the arena), so the unplanned
+        # ones do too, like for like.
         configs = {"planned": df.ConfigProto(plan_memory=True, intra_op_parallelism_threads=1),
                    "unplanned, unfused": df.ConfigProto(fuse_elementwise=False,
-                                                        intra_op_parallelism_threads=1),
+                                                        intra_op_parallelism_threads=1,
+                                                        compile_loops=False),
                    "unplanned, default (fused)": df.ConfigProto(
-                       intra_op_parallelism_threads=1)}
+                       intra_op_parallelism_threads=1, compile_loops=False)}
         sessions, runs = {}, {}
         for key, config in configs.items():
             sess = sessions[key] = df.Session(graph=g, config=config)
@@ -292,7 +304,8 @@ def speed_report(steps=1000, repeats=7) -> list:
         for sess in sessions.values():
             sess.close()
         med = {key: statistics.median(v) for key, v in times.items()}
-        rows.append({"workload": name, **{f"t {k}": v for k, v in med.items()},
+        best = {f"min {key}": min(v) for key, v in times.items()}
+        rows.append({"workload": name, **{f"t {k}": v for k, v in med.items()}, **best,
                      "faults planned": faults["planned"],
                      "faults unplanned": faults["unplanned, unfused"]})
     return rows
@@ -381,11 +394,14 @@ def _prediction_table(steps):
 
 def _speed_table(steps, repeats):
     print("\n| workload | planned ms | unplanned unfused ms | planned / unplanned | "
-          "unplanned fused ms | faults/step planned | faults/step unplanned |")
-    print("|---|---|---|---|---|---|---|")
+          "min planned / min unplanned | unplanned fused ms | faults/step planned | "
+          "faults/step unplanned |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in speed_report(steps, repeats):
         p, u = r["t planned"], r["t unplanned, unfused"]
+        ratio_min = r["min planned"] / r["min unplanned, unfused"]
         print(f"| {r['workload']} | {p * 1e3:.2f} | {u * 1e3:.2f} | {p / u:.3f} | "
+              f"{ratio_min:.3f} | "
               f"{r['t unplanned, default (fused)'] * 1e3:.2f} | {r['faults planned']:.1f} | "
               f"{r['faults unplanned']:.1f} |")
 

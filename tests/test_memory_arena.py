@@ -246,6 +246,7 @@ def test_the_plan_order_is_kept_while_the_default_order_breaks_it(monkeypatch):
 
     def lifo_init(self, plan, step, templates=None):
         df.runtime.executor.Executor.__init__(self, plan, None, templates)
+        self.step = step
         self.node_tuples = step.node_tuples
         self.ready = LastInFirstOut(step, step.node_tuples)
     monkeypatch.setattr(ArenaExecutor, "__init__", lifo_init)
@@ -425,3 +426,224 @@ def test_concurrent_runs_of_one_planned_session_do_not_share_the_arena_at_once()
         for t in threads:
             t.join()
     assert errors_seen == []
+
+
+def _traced_step_allocation(sess, fetch, feed) -> int:
+    """As ``_step_allocation``, after one step run traced: a step that replaces values
+    made before it (an optimizer's new variable values) is credited with freeing the
+    old ones, which tracemalloc only sees for blocks it traced."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        sess.run(fetch, feed)
+        gc.collect()
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        sess.run(fetch, feed)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - base
+
+
+def test_planned_adam_step_copies_nothing_and_measures_what_its_plan_predicts():
+    """The Adam MLP step: every kernel writes into its block (softmax cross-entropy,
+    SumToShape, BroadcastTo, Shape have out= variants, ExpandDims is a view), and the
+    plan counts Adam's new values of the largest variable and its two moments
+    (made while the old ones live) as scratch: the measured run (arena + the step's
+    peak) is within 5% of arena + scratch + fetched values."""
+    rng, _ = fresh_rng()
+    g, fetches, init, feed, _variables = _mlp(rng, sizes=(64, 256, 10), batch=300)
+    p = df.memory.plan(fetches, feed_dict=feed, graph=g)
+    largest = max(b.size for b in p.buffers if b.zone == "variables")
+    assert largest == 64 * 256 * 4
+    assert p.scratch_bytes == 3 * largest
+    assert p.zones["workspace"] >= p.scratch_bytes
+    assert p.peak_bytes == p.arena_bytes + p.scratch_bytes + p.pinned_bytes
+    predicted = p.arena_bytes + p.scratch_bytes + p.zones["fetches"]
+    config = df.ConfigProto(plan_memory=True, inter_op_parallelism_threads=1)
+    with df.Session(graph=g, config=config) as sess:
+        sess.run(init)
+        meta = df.RunMetadata()
+        sess.run(fetches, feed, run_metadata=meta)
+        assert meta.copied_kernels == []
+        transient = _traced_step_allocation(sess, fetches, feed)
+        arena = meta.memory_plan.arena_bytes
+    assert abs((arena + transient) / predicted - 1) < 0.05, (arena + transient, predicted)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_out_variants_and_views_give_the_kernels_values(compiled):
+    """SoftmaxCrossEntropyWithLogits (two outputs), SumToShape, BroadcastTo, Shape, AddN
+    written through their out= variants, and Reshape / ExpandDims / Squeeze planned as
+    views of their input's block: nothing copies, the values equal the unplanned run's
+    bit for bit, and a view has no block of its own."""
+    rng, _ = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [48, 10], name="x")
+        y = df.placeholder(df.float32, [48, 10], name="y")
+        b = df.placeholder(df.float32, [10], name="b")
+        logits = df.tanh(x) + b
+        loss = df.reduce_mean(df.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        flat = df.reshape(df.sigmoid(x), [480], name="flat")
+        wide = df.expand_dims(flat, 0, name="wide")
+        back = df.squeeze(df.exp(wide), [0], name="back")
+        total = df.add_n([df.reduce_sum(back), loss, df.reduce_sum(df.cos(x))])
+        shape = df.shape(df.sin(x), name="shape")
+        grads = df.gradients(total + loss, [x, b])
+    fetches = [total, shape] + grads
+    feed = {x: rng.standard_normal((48, 10)).astype(np.float32),
+            y: np.eye(10, dtype=np.float32)[rng.integers(0, 10, 48)],
+            b: rng.standard_normal(10).astype(np.float32)}
+    base = dict(use_compiled_kernels=compiled, fuse_elementwise=False)
+    with df.Session(graph=g, config=df.ConfigProto(**base)) as sess:
+        expected = sess.run(fetches, feed)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory="check", **base)) as sess:
+        meta = df.RunMetadata()
+        got = sess.run(fetches, feed, run_metadata=meta)
+    assert meta.copied_kernels == []
+    for a, c in zip(expected, got):
+        np.testing.assert_array_equal(a, c, strict=True)
+    p = meta.memory_plan
+    assert p.tensors["flat:0"] is p.tensors[flat.op.inputs[0].name]
+    assert p.tensors["wide:0"] is p.tensors[flat.op.inputs[0].name]
+    assert p.tensors["back:0"] is p.tensors[back.op.inputs[0].name]
+    types = {op.type for op in g.get_operations()}
+    assert {"SoftmaxCrossEntropyWithLogits", "SumToShape", "BroadcastTo", "AddN"} <= types
+
+
+def test_planned_steps_run_their_loops_interpreted_under_the_loop_compiler():
+    """With the loop compiler on (compile_loops="eager"), a planned step still runs the
+    loop's kernels through the arena (a compiled frame would allocate its values
+    outside it): the checker sees the body's reads, and the values are the unplanned
+    run's."""
+    rng, _ = fresh_rng()
+    g, fetches, feed = _rnn_grad(rng, steps=6)
+    with df.Session(graph=g, config=UNFUSED) as sess:
+        expected = sess.run(fetches, feed)
+    config = df.ConfigProto(plan_memory="check", compile_loops="eager")
+    with df.Session(graph=g, config=config) as sess:
+        got = sess.run(fetches, feed)
+        plan, step = next(iter(sess._arena.steps.values()))
+    assert any(f.compiled is not None for f in plan.frames.values())
+    for a, c in zip(expected, got):
+        np.testing.assert_array_equal(a, c, strict=True)
+    # every iteration's matmul, add and tanh read through the checker
+    assert step.checker.reads > 3 * 6
+
+
+def _raw_diamond(rng, n=64 * 1024):
+    """``x`` through a raw Switch on ``p``: three big ops on the false side, two on the
+    true side, joined by a Merge (no ``cond``)."""
+    from dataflow.ops import control_flow_ops as cf
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [n], name="x")
+        p = df.placeholder(df.bool, [], name="p")
+        f, t = cf.switch(df.sin(x), p)
+        left = df.exp(df.cos(df.tanh(f) * 2.0) + f)
+        right = df.sqrt(df.abs(t) + 1.0)
+        y, _ = cf.merge([left, right])
+        out = df.reduce_sum(y * 3.0)
+    return g, out, x, p, rng.standard_normal(n).astype(np.float32)
+
+
+def test_raw_switch_merge_diamond_is_planned_as_its_larger_side():
+    """A diamond built from raw Switch/Merge (graph_analysis.switch_diamonds) is planned
+    as a cond: its sides are branch regions of the order, one after the other, and its
+    arena is the same cond's built with ``df.cond``; every run from the plan equals the
+    unplanned run bit for bit with no overlap (checking run), and the measured run is
+    within 5% of the plan on either side."""
+    rng, _ = fresh_rng()
+    g, out, x, p, xv = _raw_diamond(rng)
+    plan = df.memory.plan(out, feed_dict={x: xv, p: True}, graph=g)
+    branches = [name for kind, name in plan.order if kind == "begin" and "cond(" in name]
+    assert branches == ["cond(Switch)", "cond(Switch):true", "cond(Switch):false"]
+    g2 = df.Graph()
+    with g2.as_default():
+        x2 = df.placeholder(df.float32, xv.shape, name="x")
+        p2 = df.placeholder(df.bool, [], name="p")
+        s = df.sin(x2)
+        y2 = df.cond(p2, lambda: df.sqrt(df.abs(s) + 1.0),
+                     lambda: df.exp(df.cos(df.tanh(s) * 2.0) + s))
+        out2 = df.reduce_sum(y2 * 3.0)
+    cond_plan = df.memory.plan(out2, feed_dict={x2: xv, p2: True}, graph=g2)
+    assert plan.arena_bytes == cond_plan.arena_bytes
+    assert plan.lower_bound_arena <= plan.arena_bytes <= 1.1 * plan.lower_bound_arena
+    for pv in (True, False):
+        feed = {x: xv, p: pv}
+        with df.Session(graph=g, config=UNFUSED) as sess:
+            expected = sess.run(out, feed)
+        with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
+            assert sess.run(out, feed) == expected
+        config = df.ConfigProto(plan_memory=True, inter_op_parallelism_threads=1)
+        with df.Session(graph=g, config=config) as sess:
+            meta = df.RunMetadata()
+            assert sess.run(out, feed, run_metadata=meta) == expected
+            transient = _step_allocation(sess, out, feed)
+        predicted = meta.memory_plan.arena_bytes + meta.memory_plan.zones["fetches"]
+        measured = meta.memory_plan.arena_bytes + transient
+        assert abs(measured / predicted - 1) < 0.05, (pv, measured, predicted)
+
+
+def test_switch_diamonds_leaves_out_a_side_that_reads_its_merge():
+    """An op that reads a side's value and the Merge's is on that side (dead when the
+    other side runs) but must run after the Merge: no closed diamond, so
+    switch_diamonds reports nothing for it (the plan treats both sides as running),
+    and the planned run still equals the unplanned one."""
+    from dataflow.ops import control_flow_ops as cf
+    from dataflow.framework.graph_analysis import switch_diamonds
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float32, [8], name="x")
+        p = df.placeholder(df.bool, [], name="p")
+        f, t = cf.switch(x, p)
+        left, right = df.negative(f, name="left"), df.exp(t, name="right")
+        y, _ = cf.merge([left, right])
+        closed = switch_diamonds(g.get_operations())
+        z = y + df.identity(left)   # reads the false side past the Merge
+    assert sorted((op.name, b) for op, (_k, b) in closed.items()) == [("left", 0),
+                                                                       ("right", 1)]
+    assert switch_diamonds(g.get_operations()) == {}
+    xv = np.arange(8, dtype=np.float32)
+    for pv in (False, True):
+        feed = {x: xv, p: pv}
+        with df.Session(graph=g, config=UNFUSED) as sess:
+            expected = sess.run_tokens([z], feed)
+        with df.Session(graph=g, config=df.ConfigProto(plan_memory="check")) as sess:
+            assert_same_tokens(expected, sess.run_tokens([z], feed), [z])
+
+
+@pytest.mark.parametrize("pattern", ["vv_x", "vv_y", "vs", "sv", "rows", "rows_rev", "cols",
+                                     "cols_rev"])
+def test_compiled_binary_out_variant_in_place_gives_the_kernels_values(pattern):
+    """The compiled binary ops' out= variant with ``out`` over an operand (the
+    planner's in-place reuse) runs the one-array loops: each broadcast pattern gives
+    the kernel's values bit for bit."""
+    from dataflow.kernels.numba_cpu._dispatch import ENABLED
+    from dataflow.kernels.registry import find_kernel, out_variant
+    if not ENABLED:
+        pytest.fail("the Numba kernels are off")
+    rng, _ = fresh_rng()
+    big = rng.standard_normal((96, 256)).astype(np.float32)
+    small = {"vv_x": big + 1, "vv_y": big + 1, "vs": np.float32(1.5), "sv": np.float32(1.5),
+             "rows": rng.standard_normal(256).astype(np.float32),
+             "rows_rev": rng.standard_normal(256).astype(np.float32),
+             "cols": rng.standard_normal((96, 1)).astype(np.float32),
+             "cols_rev": rng.standard_normal((96, 1)).astype(np.float32)}[pattern]
+    first = pattern in ("vv_x", "vs", "rows", "cols")
+    for op_name, fn in (("Sub", df.subtract), ("Mul", df.multiply)):
+        g = df.Graph()
+        with g.as_default():
+            a = df.placeholder(df.float32, np.shape(big if first else small))
+            b = df.placeholder(df.float32, np.shape(small if first else big))
+            op = fn(a, b).op
+        factory = find_kernel(op)
+        ctx = df.kernels.registry.KernelContext(op)
+        x, y = (big, small) if first else (small, big)
+        expected = factory(ctx)(x, y)
+        out = (x if first else y).copy()
+        args = (out, y) if first else (x, out)
+        out_variant(factory)[0](ctx)(*args, out)
+        np.testing.assert_array_equal(out, expected, strict=True)

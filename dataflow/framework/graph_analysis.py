@@ -11,7 +11,9 @@ below every pass that uses them:
 * :func:`fed_placeholder`: whether a fed Placeholder stands in for its feed;
 * :func:`infer_frames`: each op's static while-loop :class:`Frame` (TF's
   ``BuildControlFlowInfo``), with the errors a malformed loop gets;
-* :func:`reachable`: the ops one iteration of a frame reaches from given ops.
+* :func:`reachable`: the ops one iteration of a frame reaches from given ops;
+* :func:`switch_diamonds`: the two sides of raw Switch/Merge diamonds (built from
+  ``switch`` and ``merge`` without ``cond``), of which one runs per execution.
 
 >>> g = df.Graph()
 >>> with g.as_default():
@@ -35,7 +37,8 @@ from .. import errors
 from . import op_registry as R
 from .graph import Operation
 
-__all__ = ["Frame", "prune", "fed_placeholder", "infer_frames", "reachable"]
+__all__ = ["Frame", "prune", "fed_placeholder", "infer_frames", "reachable",
+           "switch_diamonds"]
 
 
 @dataclass(eq=False)
@@ -177,3 +180,116 @@ def reachable(start_ops, within=None) -> set:
                 seen.add(dst)
                 stack.append(dst)
     return seen
+
+
+def switch_diamonds(ops) -> dict:
+    """The raw Switch/Merge diamonds among ``ops``: ``{op: (key, branch)}`` for every op
+    on one side of one, ``key`` the diamond (the first of its Switches, in ``ops``'
+    order), ``branch`` the Switch output (0 false, 1 true) the op depends on.
+
+    Switches on one predicate tensor form one diamond: per execution that predicate
+    takes one value, so the ops depending on a false output and those depending on a
+    true output never both run. A side holds what depends (data or control edge) on
+    its Switch outputs, up to the Merges that join both sides. A diamond is kept only
+    when its sides stay within it: every side op has the context (loop, ``cond``
+    branch) of its Switches, no op depends on both sides but a joining Merge, and no
+    side op depends on a joining Merge (it would run after the diamond); nested and
+    crossing ones are left out (their ops are then simply not reported: treating
+    them as running is always safe).
+
+    >>> from dataflow.ops import control_flow_ops as cf
+    >>> g = df.Graph()
+    >>> with g.as_default():
+    ...     x = df.placeholder(df.float32, [4], name="x")
+    ...     p = df.placeholder(df.bool, [], name="p")
+    ...     f, t = cf.switch(x, p)
+    ...     y, _ = cf.merge([df.negative(f, name="neg"), df.exp(t, name="exp")])
+    >>> sides = switch_diamonds(g.get_operations())
+    >>> sorted((op.name, branch) for op, (key, branch) in sides.items())
+    [('exp', 1), ('neg', 0)]
+    """
+    groups: dict = {}      # predicate tensor -> its Switches
+    for op in ops:
+        if op._op_def.role == R.SWITCH and len(op._inputs) == 2:
+            groups.setdefault(op._inputs[1], []).append(op)
+    within = set(ops)
+    labels: dict = {}      # op -> {key: set of branches}
+    sides: dict = {}
+    for switches in groups.values():
+        side = _diamond_sides(switches, within)
+        if side is None:
+            continue
+        sides[switches[0]] = side
+        for op, branch in side.items():
+            labels.setdefault(op, {})[switches[0]] = branch
+    # A diamond whose Switches lie on a side of another is nested; two diamonds sharing
+    # side ops cross: both are left out.
+    keep = {key for key in sides if key not in labels
+            and all(len(labels.get(sw, ())) == 0 for sw in _switches_of(key, groups))}
+    out = {}
+    for key in keep:
+        side = sides[key]
+        if any(len(labels[op]) > 1 and any(k in keep and k is not key for k in labels[op])
+               for op in side):
+            continue
+        for op, branch in side.items():
+            out[op] = (key, branch)
+    return out
+
+
+def _switches_of(key, groups):
+    return next(sw for sw in groups.values() if sw[0] is key)
+
+
+def _diamond_sides(switches, within):
+    """``{op: branch}`` of the diamond of ``switches`` (one predicate), or None when
+    it is not a closed diamond (see :func:`switch_diamonds`)."""
+    context = switches[0]._control_flow_context
+    if any(sw._control_flow_context is not context for sw in switches):
+        return None
+    side: dict = {}
+    joins = set()
+    stack = []
+    for sw in switches:
+        for branch, t in enumerate(sw._outputs[:2]):
+            for c in t._consumers:
+                stack.append((c, branch))
+        for c in sw._control_outputs:
+            return None   # a control edge from a Switch: live on both sides
+    while stack:
+        op, branch = stack.pop()
+        if op not in within:
+            continue
+        if op._op_def.role == R.MERGE:
+            joins.add(op)
+            continue
+        if op._control_flow_context is not context or op._op_def.role in (
+                R.ENTER, R.EXIT, R.NEXT_ITERATION, R.SWITCH):
+            return None
+        seen = side.get(op)
+        if seen is not None:
+            if seen != branch:
+                return None
+            continue
+        side[op] = branch
+        for t in op._outputs:
+            stack.extend((c, branch) for c in t._consumers)
+        stack.extend((c, branch) for c in op._control_outputs)
+    if not side:
+        return None
+    for merge in joins:   # a join reads one value from each side, nothing else
+        if merge._control_flow_context is not context or len(merge._inputs) != 2:
+            return None
+        got = []
+        for t in merge._inputs:
+            if t.op in side:
+                got.append(side[t.op])
+            elif t.op in switches:
+                got.append(t.value_index)
+            else:
+                return None
+        if sorted(got) != [0, 1]:
+            return None
+    if joins and not reachable(joins, within).isdisjoint(side):
+        return None   # a side op reads a join: it runs after the diamond, not in it
+    return side

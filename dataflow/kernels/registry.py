@@ -96,7 +96,8 @@ def register_out_variant(kernel_factory, alias_safe: bool = True):
     array of the output's shape and dtype) exactly the values the kernel would return,
     bit for bit. ``alias_safe`` says ``out`` may be the memory of one of the inputs
     (a single elementwise pass reads each element before writing it); a variant making
-    several passes over ``out`` is registered with ``alias_safe=False``.
+    several passes over ``out`` is registered with ``alias_safe=False``. The variant of a
+    kernel with several outputs gets ``out`` as a tuple of arrays, one per output.
 
     >>> import numpy as np
     >>> neg = lambda ctx: np.negative

@@ -87,11 +87,15 @@ class ArenaStep:
         # shared names of the variables only the optimizer touches (its slots and
         # accumulators): CalcGraph's optimizer zone, which a shared Heap may evict
         self.optimizer_variables = tuple(optimizer_variables)
+        self.memos: list = []      # the history memos of its stack pushes (per run)
 
     def new_run(self):
-        """Forget the previous run's reused arrays (the caller holds its results)."""
+        """Forget the previous run's reused arrays (the caller holds its results) and
+        the copies its stack pushes shared (see ``_retaining``)."""
         self.reused.clear()
         self.reused_arrays.clear()
+        for memo in self.memos:
+            memo.clear()
 
     def move_into_merge(self, gid, value, pinned):
         """The value a Merge passes on: ``value`` copied into the Merge's block. A
@@ -212,6 +216,7 @@ def build_arena_step(run_plan, graph, tensors, targets, feed_tensors, feed_value
     step = ArenaStep(mp, arena, node_tuples, times, loop_begin, merges, copied, checker,
                      _optimizer_variables(graph.get_operations()))
     step.reused = reused       # the set the kernels above check
+    step.memos = list({id(m): m for m, _role in histories.values()}.values())
     return step
 
 
@@ -302,7 +307,10 @@ def _wrap(op, fn, kernels, mp, in_place, view_of, arena, checker, history, reuse
     fetched = tuple(k for k, t in enumerate(op.outputs)
                     if (b := mp.tensors.get(t.name)) is not None and b.pinned)
     planned = any(v is not None for v in outs)
-    variant = kernels.out_kernel_for(op) if planned and len(outs) == 1 else None
+    # A kernel of several outputs writes them through its variant only when every one
+    # has a block (its variant takes them as a tuple).
+    variant = kernels.out_kernel_for(op) \
+        if planned and all(v is not None for v in outs) else None
     if variant is not None and not _variant_fits(op, variant[1], mp, in_place):
         variant = None
     if retained:
@@ -316,7 +324,7 @@ def _wrap(op, fn, kernels, mp, in_place, view_of, arena, checker, history, reuse
         return fn, False
     copying = _copying(fn, outs, raw, fetched)
     if variant is not None:
-        out_fn, view = variant[0], outs[0]
+        out_fn, view = variant[0], outs[0] if len(outs) == 1 else tuple(outs)
         ndarray = np.ndarray
 
         def into_block(*args):
@@ -334,11 +342,14 @@ def _wrap(op, fn, kernels, mp, in_place, view_of, arena, checker, history, reuse
 def _variant_fits(op, alias_safe, mp, in_place) -> bool:
     """An out= variant may write the block unless the plan puts it over an input the
     variant cannot share memory with (one not alias-safe, or another shape)."""
-    donor_name = in_place.get(op.outputs[0].name)
-    if donor_name is None:
-        return True
-    out, donor = mp.tensors[op.outputs[0].name], mp.tensors[donor_name]
-    return alias_safe and donor.shape == out.shape and donor.dtype == out.dtype
+    for t in op.outputs:
+        donor_name = in_place.get(t.name)
+        if donor_name is None:
+            continue
+        out, donor = mp.tensors[t.name], mp.tensors[donor_name]
+        if not (alias_safe and donor.shape == out.shape and donor.dtype == out.dtype):
+            return False
+    return True
 
 
 def _copying(fn, outs, raw, fetched):
@@ -455,8 +466,8 @@ def _checked(op, fn, variant, outs, fetched, raw, checker):
             checker.read(a, f"op '{label}'")
         if variant is not None and all(type(a) is not np.ndarray or a.flags.c_contiguous
                                        for a in args):
-            variant[0](*args, outs[0])
-            result = outs[0]
+            result = outs[0] if len(outs) == 1 else tuple(outs)
+            variant[0](*args, result)
         else:
             result = plain(*args)
         results = result if len(outs) > 1 and isinstance(result, tuple) else (result,)

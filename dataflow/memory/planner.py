@@ -11,7 +11,11 @@ value a block of one arena by Owl's algorithm (Vandenhove 2018, Algorithm 1):
 * Blocks are laid out one after another at the end, so a block's final size is the
   largest value it ever held; ``peak_bytes`` counts the arena plus the *pinned*
   values (variables and optimizer slots, constants, feeds, fetches), which never
-  share, plus the stacks that carry forward values to a gradient loop.
+  share, plus the stacks that carry forward values to a gradient loop, plus the
+  most bytes kernels allocate outside the arena at once (``scratch_bytes``, declared
+  per op type with :func:`register_workspace`: an optimizer's new variable values).
+* Reshape-like ops (:func:`register_view_op`) get no block: their output is a view of
+  their input's.
 
 Control flow: a cond's branches follow each other in the order and a branch's
 values die within it (its result is written into the Merge's block, reserved when
@@ -49,7 +53,8 @@ from ..framework.tensor_shape import as_shape
 from . import regions as RG
 from .shapes import infer_step_shapes, stack_of
 
-__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "plan"]
+__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "plan", "register_view_op",
+           "register_workspace"]
 
 # Every block starts on a 64-byte boundary (a cache line; what NumPy's allocator gives).
 ALIGNMENT = 64
@@ -58,6 +63,51 @@ ARENA_ZONES = ("forward", "gradient", "optimizer", "workspace")
 _GRADIENT_SCOPE = re.compile(r"^gradients(_\d+)?$")
 # Ops that change a variable in place: the scope they sit in is an optimizer's.
 _UPDATE_TYPES = re.compile(r"^(Resource)?Apply|^Assign(Add|Sub)?VariableOp$")
+# Ops whose kernel returns a view of input 0 (its bytes under another shape): their
+# output is planned as that input's memory, not a block of its own.
+_VIEW_OPS: set = set()
+
+
+def register_view_op(op_type: str) -> None:
+    """Declare that ``op_type``'s kernel returns a view of its input 0 (a reshape): the
+    planner gives its output no block, only a longer life to the input's, and a
+    planned run does not copy it.
+
+    >>> register_view_op("Reshape")
+    >>> "Reshape" in _VIEW_OPS
+    True
+    """
+    _VIEW_OPS.add(op_type)
+
+
+for _type in ("Reshape", "ExpandDims", "Squeeze"):
+    register_view_op(_type)
+
+# op type -> fn(op, variable_bytes) -> bytes its kernel allocates outside the arena
+# while it runs; ``variable_bytes`` lists the sizes of the variables behind the op's
+# resource inputs.
+_WORKSPACE: dict = {}
+
+
+def register_workspace(op_type: str, fn) -> None:
+    """Declare the bytes ``op_type``'s kernel allocates beyond its planned outputs:
+    ``fn(op, variable_bytes)``, ``variable_bytes`` the sizes of the variables behind
+    the op's resource inputs, in input order. A variable update makes each variable's
+    new value while the old one lives (the runtime replaces values, readers keep
+    references to old ones): the plan counts those bytes at the op, and an updated
+    variable's old value until the last read of it made before the update is used.
+
+    >>> register_workspace("ResourceApplyAdam", lambda op, var_bytes: sum(var_bytes[:3]))
+    >>> sorted(_WORKSPACE)[:2]
+    ['AssignAddVariableOp', 'AssignSubVariableOp']
+    """
+    _WORKSPACE[op_type] = fn
+
+
+# An update's new values: Adam's variable and both moments; an assignment's variable.
+register_workspace("ResourceApplyAdam", lambda op, var_bytes: sum(var_bytes[:3]))
+for _type in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+    register_workspace(_type, lambda op, var_bytes: sum(var_bytes[:1]))
 
 
 @dataclass(eq=False)
@@ -150,6 +200,11 @@ class MemoryPlan:
     arena_zones: dict
     blocks: list = field(default_factory=list)
     tensors: dict = field(default_factory=dict)   # tensor name -> its Buffer (aliases too)
+    # The most bytes kernels allocate outside the arena at once (register_workspace:
+    # an optimizer's new values); counted in the peak and in the workspace zone.
+    scratch_bytes: int = 0
+    scratch: dict = field(default_factory=dict)   # op name -> bytes its kernel allocates
+    lower_bound_live: int = 0   # most arena-live + scratch bytes at one event
 
     # -- figures ---------------------------------------------------------------------
     def stack_bytes_for(self, trip_counts=None, host=False) -> int:
@@ -172,11 +227,13 @@ class MemoryPlan:
         """The peak for other trip counts (``{loop name: n}``; loops not named keep
         the plan's counts), without replanning: the arena and the pinned values do
         not depend on trip counts, the stacks grow linearly in each."""
-        return self.arena_bytes + self.pinned_bytes + self.stack_bytes_for(trip_counts)
+        return self.arena_bytes + self.scratch_bytes + self.pinned_bytes \
+            + self.stack_bytes_for(trip_counts)
 
     @property
     def peak_bytes(self) -> int:
-        """Device bytes of the step: arena + pinned values + device-side stacks."""
+        """Device bytes of the step: arena + kernels' scratch outside it (the arena is
+        held whole for the step) + pinned values + device-side stacks."""
         return self.peak_bytes_for()
 
     @property
@@ -188,18 +245,20 @@ class MemoryPlan:
     def lower_bound_bytes(self) -> int:
         """The most bytes simultaneously live under this order and these lifetimes
         (no allocator can do better), with the same pinned values and stacks."""
-        return self.lower_bound_arena + self.pinned_bytes + self.stack_bytes_for()
+        return max(self.lower_bound_arena, self.lower_bound_live) + self.pinned_bytes \
+            + self.stack_bytes_for()
 
     @property
     def naive_bytes(self) -> int:
         """Every value in a block of its own (no reuse; a loop body's values once)."""
-        return self.naive_arena + self.pinned_bytes + self.stack_bytes_for()
+        return self.naive_arena + self.scratch_bytes + self.pinned_bytes \
+            + self.stack_bytes_for()
 
     @property
     def zones(self) -> dict:
         """CalcGraph's zones in bytes: ``forward`` / ``gradient`` / ``optimizer`` /
-        ``workspace`` (shape arithmetic) are each zone's most simultaneously live bytes
-        in the shared arena; ``variables`` (with optimizer slots), ``constants``,
+        ``workspace`` (shape arithmetic in the arena, and kernels' scratch outside it)
+        are each zone's most simultaneously live bytes; ``variables`` (with optimizer slots), ``constants``,
         ``feeds``, ``fetches`` are pinned; ``stacks`` / ``host_stacks`` the pushes."""
         out = dict(self.arena_zones)
         for z in PINNED_ZONES:
@@ -353,14 +412,17 @@ class _Planner:
         arena = self._layout(blocks)
         stacks = self._stacks()
         counts = self._trip_counts(stacks)
-        lower, zones = self._live_peaks(in_place)
+        scratch, per_op = self._scratch()
+        lower, zones, lower_live = self._live_peaks(in_place, scratch)
+        scratch_peak = int(scratch.max(initial=0))
         naive = sum(b.size for b in self.buffers if not b.pinned)
         order = [(kind, x.name) for kind, x in self.events]
         return MemoryPlan(self.buffers, order, arena, sum(b.size for b in self.buffers
                                                           if b.pinned),
                           stacks, counts, [(o.name, i.name) for o, i in in_place],
                           lower, naive, zones, blocks,
-                          {t.name: b for t, b in self.buffer_of.items()})
+                          {t.name: b for t, b in self.buffer_of.items()},
+                          scratch_peak, per_op, lower_live)
 
     def _check_order(self) -> None:
         """Every op comes after what it reads (but the back edges): a region structure
@@ -388,6 +450,10 @@ class _Planner:
                 if t in self.fed:
                     continue
                 alias = self._alias_source(op, t)
+                if alias is not None and op.type in _VIEW_OPS \
+                        and not self.shapes.shape_of(t).is_fully_defined():
+                    # a view has no block, but an unknown size is named where it starts
+                    raise self._unknown_shape(t, self.shapes.shape_of(t))
                 if alias is not None:
                     if alias in self.buffer_of:
                         self.buffer_of[t] = self.buffer_of[alias]
@@ -410,6 +476,8 @@ class _Planner:
             return op._inputs[0]
         if op.type == "StackPush":
             return op._inputs[1]
+        if op.type in _VIEW_OPS:
+            return op._inputs[0]
         if op.type in ("ReadVariableOp",) or _UPDATE_TYPES.match(op.type):
             return self._variable(op._inputs[0])
         return None
@@ -612,8 +680,50 @@ class _Planner:
                 at += b.size
         return total
 
-    def _live_peaks(self, in_place):
-        """The most bytes live at once in the arena, overall and per zone."""
+    def _scratch(self):
+        """Bytes kernels hold outside the arena at each event (see
+        :func:`register_workspace`), and per op. An updated variable's old value lives
+        on after its update while a read of it made before the update is still to be
+        used; the new values take the variable's pinned place."""
+        n = len(self.events)
+        delta = np.zeros(n + 1, np.int64)
+        per_op = {}
+        reads = self._variable_reads()
+        for op, t in self.time.items():
+            fn = _WORKSPACE.get(op.type)
+            if fn is None:
+                continue
+            handles = [x for x in op._inputs if x.dtype == _dtypes.resource]
+            keys = [self._variable(h) for h in handles]
+            nbytes = int(fn(op, [self.buffer_of[k].size for k in keys]))
+            if nbytes <= 0:
+                continue
+            per_op[op.name] = nbytes
+            delta[t] += nbytes
+            delta[t + 1] -= nbytes
+            if keys:   # the old value of the updated variable, still to be read
+                key = keys[0]
+                end = max((u for (r, u) in reads.get(key, ()) if r < t), default=t)
+                if end > t:
+                    size = self.buffer_of[key].size
+                    delta[t + 1] += size
+                    delta[end + 1] -= size
+        return np.cumsum(delta)[:n], per_op
+
+    def _variable_reads(self) -> dict:
+        """variable key -> [(time of a ReadVariableOp, time of its value's last use)]."""
+        out: dict = {}
+        for op, t in self.time.items():
+            if op.type != "ReadVariableOp":
+                continue
+            users = [self.time[c] for c in op._outputs[0].consumers() if c in self.time]
+            out.setdefault(self._variable(op._inputs[0]), []).append((t, max(users,
+                                                                          default=t)))
+        return out
+
+    def _live_peaks(self, in_place, scratch=None):
+        """The most bytes live at once in the arena, per zone (the kernels' scratch
+        outside it counted in the workspace zone), and with the scratch."""
         n = len(self.events)
         delta = {z: np.zeros(n + 1, np.int64) for z in ARENA_ZONES}
         for b in self.buffers:
@@ -625,9 +735,12 @@ class _Planner:
             delta[out.zone][out.first_use] -= out.size
             delta[out.zone][out.first_use + 1] += out.size
         live = {z: np.cumsum(d)[:n] for z, d in delta.items()}
+        arena_total = sum(live.values())
+        if scratch is not None:
+            live["workspace"] = live["workspace"] + scratch
         total = sum(live.values())
         zones = {z: int(v.max(initial=0)) for z, v in live.items()}
-        return int(total.max(initial=0)), zones
+        return int(arena_total.max(initial=0)), zones, int(total.max(initial=0))
 
     # -- stacks and trip counts ----------------------------------------------------------
     def _stacks(self) -> list:

@@ -6,8 +6,11 @@ while loop's ops (one iteration of its body) form a contiguous stretch that repe
 and a ``cond``'s two branches follow one another (only one of them runs). Regions
 come from the graph itself: loops from the static frames
 (:func:`dataflow.framework.graph_analysis.infer_frames`, so raw loops count too),
-cond branches from the ``CondContext`` that ``df.cond`` records on its ops (a raw
-Switch/Merge diamond has none, and is planned as if both sides ran, which is safe).
+cond branches from the ``CondContext`` that ``df.cond`` records on its ops, and from
+raw Switch/Merge diamonds (built without ``cond``) as
+:func:`dataflow.framework.graph_analysis.switch_diamonds` finds them: the two sides
+of one predicate's Switches, one of which runs. A raw diamond it leaves out (nested,
+crossing, or read past its Merges) is planned as if both sides ran, which is safe.
 
 The order is a list of events ``("begin", region)``, ``("op", op)``, ``("end",
 region)``; an event's index in the list is its time.
@@ -17,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..framework import op_registry as R
+from ..framework.graph_analysis import switch_diamonds
 
-__all__ = ["Region", "build_regions", "evaluation_order"]
+__all__ = ["RawBranch", "Region", "build_regions", "evaluation_order"]
 
 ROOT, LOOP, COND, BRANCH = "root", "loop", "cond", "branch"
 
@@ -46,6 +50,15 @@ class Region:
         return out[::-1]
 
 
+@dataclass(eq=False)
+class RawBranch:
+    """The key of one side of a raw Switch/Merge diamond (what a ``CondContext`` is to
+    a ``cond`` branch): ``switch`` the diamond's first Switch, ``branch`` its output."""
+
+    switch: object
+    branch: bool
+
+
 class _Builder:
     def __init__(self, ops, frame_of, frames):
         self.frame_of = frame_of
@@ -56,6 +69,8 @@ class _Builder:
         self.loops: dict = {}
         self.contexts = _while_contexts(ops, frame_of)
         self.enters: dict = {}
+        self.raw_sides = switch_diamonds(ops)
+        self.raw_keys: dict = {}
         for op in ops:
             if op._op_def.role == R.ENTER:
                 self.enters.setdefault(op.get_attr("frame_name"), []).append(op)
@@ -123,7 +138,19 @@ class _Builder:
             ok = expected is not None and owner is expected
         if conds and ok:
             region = self.cond_chain(region, conds)
+        side = self.raw_sides.get(op)
+        if side is not None:
+            region = self.raw_branch(region, *side)
         return region
+
+    def raw_branch(self, region: Region, switch, branch) -> Region:
+        """The region of one side of a raw diamond, in ``region`` (its Switches')."""
+        key = self.raw_keys.get((switch, branch))
+        if key is None:
+            key = self.raw_keys[(switch, branch)] = RawBranch(switch, bool(branch))
+        cond = self.child(region, COND, switch, f"cond({switch.name})")
+        return self.child(cond, BRANCH, key,
+                          f"{cond.name}:{'true' if branch else 'false'}")
 
 
 def _while_contexts(ops, frame_of) -> dict:

@@ -164,5 +164,17 @@ class ArenaExecutor(Executor):
 
     def __init__(self, plan, step, templates=None):
         super().__init__(plan, None, templates)
+        self.step = step
         self.node_tuples = step.node_tuples
         self.ready = PlanOrderReady(step, step.node_tuples)
+        # A compiled loop frame (dataflow/loopc) allocates its own values outside the
+        # arena and the plan's order: planned steps run their loops interpreted.
+        self.interpret_loops = True
+
+    def run(self, deadline=None):
+        try:
+            return super().run(deadline)
+        finally:
+            # The step keeps nothing of this run between steps (the caller holds the
+            # fetched values it wants): its memory is the arena's alone.
+            self.step.new_run()

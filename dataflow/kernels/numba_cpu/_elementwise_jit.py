@@ -123,6 +123,93 @@ def binary_loop(name, pattern):
     return _PATTERNS[pattern](name)
 
 
+# In-place loops: the result overwrites the operand of the result's shape, passed once.
+# A loop above called with ``out`` over an operand takes LLVM's path for overlapping
+# arrays, which does not vectorize (AddV2 over 115 008 float32: 10.8 us apart, 28.8 us
+# in place); the planner's in-place reuse calls these instead.
+def _vv_x(name):
+    @njit(**JIT)
+    def binary_vv_x(x, y):
+        for i in range(x.size):
+            x[i] = binary(name, x[i], y[i])
+    return binary_vv_x
+
+
+def _vv_y(name):
+    @njit(**JIT)
+    def binary_vv_y(x, y):
+        for i in range(y.size):
+            y[i] = binary(name, x[i], y[i])
+    return binary_vv_y
+
+
+def _vs_x(name):
+    @njit(**JIT)
+    def binary_vs_x(x, s):
+        for i in range(x.size):
+            x[i] = binary(name, x[i], s)
+    return binary_vs_x
+
+
+def _sv_y(name):
+    @njit(**JIT)
+    def binary_sv_y(s, y):
+        for i in range(y.size):
+            y[i] = binary(name, s, y[i])
+    return binary_sv_y
+
+
+def _rows_x(name):
+    @njit(**JIT)
+    def binary_rows_x(x, row):
+        for i in range(x.shape[0]):
+            for j in range(x.shape[1]):
+                x[i, j] = binary(name, x[i, j], row[j])
+    return binary_rows_x
+
+
+def _rows_rev_y(name):
+    @njit(**JIT)
+    def binary_rows_rev_y(row, y):
+        for i in range(y.shape[0]):
+            for j in range(y.shape[1]):
+                y[i, j] = binary(name, row[j], y[i, j])
+    return binary_rows_rev_y
+
+
+def _cols_x(name):
+    @njit(**JIT)
+    def binary_cols_x(x, col):
+        for i in range(x.shape[0]):
+            c = col[i]
+            for j in range(x.shape[1]):
+                x[i, j] = binary(name, x[i, j], c)
+    return binary_cols_x
+
+
+def _cols_rev_y(name):
+    @njit(**JIT)
+    def binary_cols_rev_y(col, y):
+        for i in range(y.shape[0]):
+            c = col[i]
+            for j in range(y.shape[1]):
+                y[i, j] = binary(name, c, y[i, j])
+    return binary_cols_rev_y
+
+
+# pattern -> the in-place loop writing the first (x) or the second (y) operand
+_INPLACE = {"x": {"vv": _vv_x, "vs": _vs_x, "rows": _rows_x, "cols": _cols_x},
+            "y": {"vv": _vv_y, "sv": _sv_y, "rows_rev": _rows_rev_y, "cols_rev": _cols_rev_y}}
+
+
+@functools.cache
+def binary_inplace_loop(name, operand, pattern):
+    """The in-place loop of binary op ``name`` for ``pattern`` writing ``operand``
+    ("x" or "y"): ``loop(x, y)``, or None when that operand cannot be the result."""
+    make = _INPLACE[operand].get(pattern)
+    return make(name) if make is not None else None
+
+
 @njit(**JIT)
 def select_vv(c, x, y, out):
     """``out[i] = x[i] if c[i] else y[i]`` over 1-D arrays of one shape."""

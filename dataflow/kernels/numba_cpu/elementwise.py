@@ -111,18 +111,40 @@ def _binary(ctx, ref):
 
 
 def _binary_out(ctx, ref_out):
-    """``_binary`` writing into ``out`` (the same compiled loops, or the NumPy variant)."""
+    """``_binary`` writing into ``out`` (the same compiled loops, or the NumPy variant).
+    Where the planner put ``out`` over an operand (in place) the loops writing that
+    operand run instead (``binary_inplace_loop``: one array, so they vectorize)."""
     name, dt = ctx.op.type, _np_dtype(ctx.input_dtypes[0])
     loops = {p: lazy("_elementwise_jit", "binary_loop", name, p) for p in PATTERNS}
+    over = {operand: {**loops, **{p: _inplace_call(name, operand, p) for p in PATTERNS
+                                  if p in _INPLACE_PATTERNS[operand]}}
+            for operand in ("x", "y")}
     same_min = _min_size(name)
     low = min(same_min, _dispatch.MULTIPASS_MIN_SIZE)
 
     def binary_out(x, y, out):
         if (type(x) is _ndarray and x.size >= low) or (type(y) is _ndarray and y.size >= low):
-            if _broadcast_call(loops, dt, x, y, same_min, out) is not None:
+            chosen = loops
+            if type(x) is _ndarray and x.shape == out.shape and np.may_share_memory(x, out):
+                chosen = over["x"]
+            elif type(y) is _ndarray and y.shape == out.shape \
+                    and np.may_share_memory(y, out):
+                chosen = over["y"]
+            if _broadcast_call(chosen, dt, x, y, same_min, out) is not None:
                 return
         ref_out(x, y, out)
     return binary_out
+
+
+# the broadcast patterns whose result has the shape of operand x (or y)
+_INPLACE_PATTERNS = {"x": ("vv", "vs", "rows", "cols"), "y": ("vv", "sv", "rows_rev", "cols_rev")}
+
+
+def _inplace_call(name, operand, pattern):
+    """``call(a, b, out)`` running the in-place loop that writes ``operand`` (which is
+    ``out``'s memory): the loop gets that array once."""
+    loop = lazy("_elementwise_jit", "binary_inplace_loop", name, operand, pattern)
+    return lambda a, b, out: loop(a, b)
 
 
 for _name in BINARY_OPS:

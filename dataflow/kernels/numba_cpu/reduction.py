@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from . import _dispatch
-from ._dispatch import lazy, register_numba
+from ._dispatch import lazy, reference_kernel, register_numba
 
 _ndarray = np.ndarray
 
@@ -98,7 +98,37 @@ register_numba("Mean")(_reduction("sum_last", "sum_middle", mean=True))
 register_numba("Max")(_reduction("max_last", "max_middle", last_max_run=64))
 
 
-@register_numba("SumToShape")
+def _sum_to_shape_out(ctx, ref_out):
+    """SumToShape into ``out`` (``plan_memory``): the compiled reduction writes there;
+    the other cases compute with the kernel and copy."""
+    dt = np.dtype(ctx.input_dtypes[0].as_numpy_dtype)
+    middle_fn = lazy("_reduction_jit", "kernel", "sum_middle")
+    last_fn = lazy("_reduction_jit", "kernel", "sum_last")
+    kernel = _sum_to_shape(ctx, reference_kernel(ctx))
+    plans = {}
+
+    def sum_to_shape_out(grad, shape, out):
+        if type(grad) is not _ndarray or grad.size < _dispatch.REDUCTION_MIN_SIZE \
+                or grad.dtype is not dt or not grad.flags.c_contiguous:
+            np.copyto(out, kernel(grad, shape))
+            return
+        target = tuple(shape.tolist()) if type(shape) is _ndarray else tuple(shape)
+        key = (grad.shape, target)
+        plan = plans.get(key, False)
+        if plan is False:
+            plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
+        if plan is None:
+            np.copyto(out, kernel(grad, shape))
+            return
+        a, r, b = plan
+        if b == 1:
+            last_fn(grad.reshape(a, r), out.reshape(a))
+        else:
+            middle_fn(grad.reshape(a, r, b), out.reshape(a, b))
+    return sum_to_shape_out
+
+
+@register_numba("SumToShape", out=_sum_to_shape_out, out_alias_safe=False)
 def _sum_to_shape(ctx, ref):
     """Sums a broadcast gradient back to ``shape`` when the summed axes are adjacent
     (leading axes for a bias); other cases use the NumPy kernel."""

@@ -5,7 +5,7 @@ import numpy as np
 
 from dataflow import errors
 
-from ..registry import register_kernel
+from ..registry import register_kernel, register_out_variant
 from ._util import const, np_dtype, scalarize
 
 
@@ -79,6 +79,14 @@ def _fill(ctx):
 def _shape(ctx):
     dt = np_dtype(ctx.attr("out_type"))
     return lambda x: np.array(np.shape(x), dtype=dt)
+
+
+@register_out_variant(_shape)
+def _shape_out(ctx):
+    """Shape into ``out`` (``plan_memory``)."""
+    def shape_out(x, out):
+        out[...] = np.shape(x)
+    return shape_out
 
 
 @register_kernel("Size")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import register_kernel
+from ..registry import register_kernel, register_out_variant
 from ._util import np_dtype, scalarize
 from .array import slice_key
 
@@ -33,6 +33,23 @@ def _sum_to_shape_kernel(ctx):
     return _sum_to_shape
 
 
+@register_out_variant(_sum_to_shape_kernel, alias_safe=False)
+def _sum_to_shape_out(ctx):
+    """SumToShape into ``out`` (``plan_memory``): the same ``np.sum``, written there."""
+    def sum_to_shape_out(grad, shape, out):
+        shape = _as_shape(shape)
+        g = np.asarray(grad)
+        if g.shape == shape:
+            np.copyto(out, g)
+            return
+        lead = g.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                          if d == 1 and g.shape[lead + i] != 1)
+        kept = tuple(n for i, n in enumerate(g.shape) if i not in axes)
+        np.sum(g, axis=axes, dtype=g.dtype, out=out.reshape(kept))
+    return sum_to_shape_out
+
+
 @register_kernel("BroadcastTo")
 def _broadcast_to(ctx):
     def broadcast_to(x, shape):
@@ -47,6 +64,14 @@ def _broadcast_to(ctx):
         out[...] = x
         return scalarize(out)
     return broadcast_to
+
+
+@register_out_variant(_broadcast_to, alias_safe=False)
+def _broadcast_to_out(ctx):
+    """BroadcastTo into ``out`` (``plan_memory``): ``x`` stretched over it."""
+    def broadcast_to_out(x, shape, out):
+        out[...] = x    # raises as the kernel does when the shapes do not broadcast
+    return broadcast_to_out
 
 
 @register_kernel("ReducedShape")

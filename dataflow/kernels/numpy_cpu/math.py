@@ -108,6 +108,17 @@ def _add_n(ctx):
     return add_n
 
 
+@register_out_variant(_add_n, alias_safe=False)   # a later input may share out's memory
+def _add_n_out(ctx):
+    """AddN into ``out`` (``plan_memory``): the same additions, in the same order."""
+    def add_n_out(*xs_out):
+        *xs, out = xs_out
+        np.add(xs[0], xs[1], out=out)
+        for x in xs[2:]:
+            np.add(out, x, out=out)
+    return add_n_out
+
+
 def _axes(ctx):
     axis = ctx.attr("axis")
     return axis if axis is None or isinstance(axis, int) else tuple(axis)
