@@ -346,7 +346,7 @@ def test_a_step_thread_stuck_past_its_deadline_raises_and_blocks_the_next_step()
     with pytest.raises(df.errors.AbortedError, match="has not returned yet"):
         _step_thread(client)
     release.set()
-    job.done.wait(5.0)
+    job.wait(5.0)
     fresh = _step_thread(client).submit(lambda: 7)      # it returned: steps run again
     assert _supervise(client, fresh, None) == 7
     assert client.w.broken_by is None

@@ -30,8 +30,9 @@ fired). Rank 0 runs each step on a thread of its own and watches it from the cal
 turns the endless spin into an exit with a message naming the dead task.
 
 A rank whose launcher died (``mpiexec`` killed: the rank's parent process changes) has
-no job left; the :class:`Watchdog` ends it (status :data:`ORPHANED_EXIT_CODE`) so that
-no rank outlives its ``mpiexec``.
+no job left. Open MPI 5 itself ends such ranks about 1 s later (measured with this
+check off); the :class:`Watchdog` also ends one (status :data:`ORPHANED_EXIT_CODE`)
+once it sees its parent change, for a launcher or an MPI library that does not.
 """
 from __future__ import annotations
 
