@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 
 import dataflow as df
 from dataflow.cli import mpirun_command, mpirun_env
+from tests.mpi.procs import kill_session, left_behind
 from tests.mpi.scenarios import SCENARIOS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,12 +25,30 @@ MAIN = os.path.join(ROOT, "tests", "mpi", "main.py")
 LAUNCH_TIMEOUT_S = 180
 
 
+def run_job(cmd, timeout=LAUNCH_TIMEOUT_S, ranks=3):
+    """Run an ``mpiexec`` command line in a session of its own; the completed process.
+    Fails when the job overstays ``timeout`` or leaves any process of its session behind
+    (a rank, the launcher): those are killed first, so no test leaks one."""
+    proc = subprocess.Popen(cmd, env=mpirun_env(ranks=ranks), cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        killed = kill_session(proc.pid)
+        proc.communicate()
+        pytest.fail(f"the MPI job overstayed {timeout} s; killed {killed}")
+    left = left_behind(proc.pid)
+    kill_session(proc.pid)
+    assert not left, f"processes of the job left behind: {left}\n{stdout}{stderr}"
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
 def launch(tmp_path, ranks, *args):
     """Run tests/mpi/main.py on ``ranks`` ranks; returns rank 0's pickled results."""
     out = tmp_path / "results.pkl"
     cmd = mpirun_command(ranks, [MAIN, args[0], str(out)] + [str(a) for a in args[1:]])
-    proc = subprocess.run(cmd, env=mpirun_env(ranks=ranks), cwd=ROOT, capture_output=True,
-                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    proc = run_job(cmd, ranks=ranks)
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
     with open(out, "rb") as f:
         return pickle.load(f)
@@ -140,13 +161,71 @@ def test_a_fault_at_a_random_moment_of_traffic_never_hangs(tmp_path, run):
         assert not os.path.exists(f"/proc/{pid}"), f"rank process {pid} is still there"
 
 
+def test_a_rank_killed_while_task_0_is_stuck_in_mpi_fails_the_step(tmp_path):
+    """Rank 1 is killed while rank 0's step thread sits in an MPI call that never returns
+    (what a peer killed mid-send does to Open MPI's shared-memory queue): ``run`` still
+    raises AbortedError naming task 1, steps on task 0 alone run on, steps that need MPI
+    are refused, and the job ends leaving no process."""
+    from dataflow.runtime.mpi.mode import WEDGE_GRACE_S
+    results = launch(tmp_path, 3, "wedge")
+    assert float(results["before"]) == 10.0
+    assert results["wedged"] is True      # the step thread really was stuck in the call
+    kind, cls, message, seconds = results["killed"]
+    assert cls == "AbortedError" and "Task 1" in message and "stuck inside Open MPI" in message
+    assert WEDGE_GRACE_S <= seconds < WEDGE_GRACE_S + 4.0
+    assert float(results["local"]) == 3.0
+    kind, cls, message, _ = results["task_2"]
+    assert cls == "AbortedError" and "Task 1" in message and "Restart the job" in message
+    assert results["broken"] is True and results["finalize_at_exit"] is False
+
+
+@pytest.mark.parametrize("victim", ["mpiexec", "rank 0"])
+def test_killing_mpiexec_or_rank_0_mid_step_ends_every_rank(tmp_path, victim):
+    """mpiexec (or rank 0) dies (SIGKILL) while the ranks run an endless step without a
+    deadline: every rank notices that its launcher (or rank 0) is gone and exits within a
+    few seconds."""
+    out = tmp_path / "pids.pkl"
+    cmd = mpirun_command(3, [MAIN, "orphan", str(out)])
+    proc = subprocess.Popen(cmd, env=mpirun_env(ranks=3), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        limit = time.monotonic() + LAUNCH_TIMEOUT_S
+        while not out.exists() and proc.poll() is None and time.monotonic() < limit:
+            time.sleep(0.05)
+        assert out.exists(), proc.poll()
+        with open(out, "rb") as f:
+            pids = pickle.load(f)["pids"]
+        time.sleep(0.3)                       # into the step
+        assert all(os.path.exists(f"/proc/{p}") for p in pids)
+        if victim == "mpiexec":
+            proc.kill()
+        else:
+            os.kill(pids[0], signal.SIGKILL)
+        killed_at = time.monotonic()
+        left = left_behind(proc.pid, wait_s=6.0)     # mpiexec included
+        seconds = time.monotonic() - killed_at
+    finally:
+        kill_session(proc.pid)
+        proc.wait()
+    # (their farewell on stderr went to the dead launcher: only their exit is seen here)
+    assert not left, f"ranks still running {seconds:.1f} s after mpiexec was killed: {left}"
+
+
+def test_the_watchdog_sees_a_rank_orphaned_by_its_launcher():
+    from dataflow.runtime.mpi.world import Watchdog
+    world = _FakeWorld()
+    world.launcher = os.getppid()
+    assert Watchdog(world).orphaned() is False
+    world.launcher = os.getppid() + 100_000     # not our parent: re-parented
+    assert Watchdog(world).orphaned() is True
+
+
 def test_serving_ranks_exit_when_rank_0_fails(tmp_path):
     """Rank 0 raises before any step: the serving ranks are told to exit, so mpiexec
     returns (MPI's finalize would otherwise wait for them forever)."""
     start = time.monotonic()
     cmd = mpirun_command(3, [MAIN, "crash", str(tmp_path / "none.pkl")])
-    proc = subprocess.run(cmd, env=mpirun_env(ranks=3), cwd=ROOT, capture_output=True,
-                          text=True, timeout=LAUNCH_TIMEOUT_S)
+    proc = run_job(cmd)
     assert "rank 0 fails before running a step" in proc.stderr
     assert time.monotonic() - start < 30
 
@@ -221,3 +300,82 @@ def test_a_wedged_rank_exits_naming_the_dead_task():
     from dataflow.runtime.mpi.world import WEDGED_EXIT_CODE
     assert proc.returncode == WEDGED_EXIT_CODE
     assert "task(s) 2 died" in proc.stderr and "half-linked" in proc.stderr
+
+
+class _FakeClient:
+    """The parts of rank 0's client that _supervise and _step_thread use."""
+
+    def __init__(self, world):
+        self.w = world
+        self.step_thread = None
+        self.stuck = None
+
+
+class _BreakableWorld(_FakeWorld):
+    def __init__(self, dead=()):
+        super().__init__(dead=dead)
+        self.supervised = set()
+        self.broken_by = None
+        self.finalize_at_exit = True
+
+    def break_(self, reason):
+        self.broken_by = reason
+        self.finalize_at_exit = False
+
+    def forgo_finalize(self):
+        self.finalize_at_exit = False
+
+
+def _stuck_job(client):
+    """A job on the client's step thread that blocks (without the interpreter lock, as a
+    spinning MPI call does) until the returned event is set."""
+    from dataflow.runtime.mpi.mode import _step_thread
+    release = threading.Event()
+    job = _step_thread(client).submit(lambda: release.wait() and "finished")
+    return job, release
+
+
+def test_a_step_thread_stuck_past_its_deadline_raises_and_blocks_the_next_step():
+    from dataflow.runtime.mpi.mode import WEDGE_GRACE_S, _step_thread, _supervise
+    client = _FakeClient(_BreakableWorld())
+    job, release = _stuck_job(client)
+    start = time.monotonic()
+    with pytest.raises(df.errors.DeadlineExceededError, match="stuck inside an MPI call"):
+        _supervise(client, job, start + 0.1)
+    assert 0.1 + WEDGE_GRACE_S <= time.monotonic() - start < 0.1 + WEDGE_GRACE_S + 2.0
+    with pytest.raises(df.errors.AbortedError, match="has not returned yet"):
+        _step_thread(client)
+    release.set()
+    job.wait(5.0)
+    fresh = _step_thread(client).submit(lambda: 7)      # it returned: steps run again
+    assert _supervise(client, fresh, None) == 7
+    assert client.w.broken_by is None
+
+
+def test_a_step_thread_stuck_after_a_peer_died_breaks_the_world():
+    from dataflow.runtime.mpi.mode import _LOST, WEDGE_GRACE_S, _step_thread, _supervise
+    client = _FakeClient(_BreakableWorld(dead={2}))
+    job, release = _stuck_job(client)
+    thread = client.step_thread.thread
+    start = time.monotonic()
+    try:
+        with pytest.raises(df.errors.AbortedError, match=r"Task 2 \(MPI rank 2\) died"):
+            _supervise(client, job, None)
+        assert WEDGE_GRACE_S <= time.monotonic() - start < WEDGE_GRACE_S + 2.0
+        assert client.w.broken_by is not None and client.w.finalize_at_exit is False
+        assert os.sched_getscheduler(thread.native_id) == os.SCHED_IDLE   # parked
+        with pytest.raises(df.errors.AbortedError, match="Restart the job"):
+            _step_thread(client)
+    finally:
+        _LOST.discard(2)
+        release.set()
+
+
+def test_a_step_that_ends_after_a_peer_died_keeps_its_own_outcome():
+    """A dead peer alone is no reason to give a step up: the step's own checks raise
+    (or it finishes) within the grace."""
+    from dataflow.runtime.mpi.mode import _step_thread, _supervise
+    client = _FakeClient(_BreakableWorld(dead={1}))
+    job = _step_thread(client).submit(lambda: time.sleep(0.2) or "result")
+    assert _supervise(client, job, None) == "result"
+    assert client.w.broken_by is None

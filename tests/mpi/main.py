@@ -162,16 +162,20 @@ def array_loop(on_task, width=512):
         return df.while_loop(lambda i, a: a[0] >= 0.0, body, (0, df.zeros([width])))[0]
 
 
-def random_faults(seed):
+FAULTS = ["kill", "stop", "stop_and_kill", "assert", "deadline"]
+
+
+def random_faults(seed, fault=None):
     """One fault at a random moment of a step's traffic, chosen by ``seed``
     (tests/mpi/stress.py runs it again and again): a rank killed, stopped, or one
-    stopped and the other killed, during a scalar or an array loop. The step must raise
-    the right error in time, a step on task 0 must still run, and the job must end.
-    Anything else is listed in ``problems``."""
+    stopped and the other killed, an Assert failing on one task, or the deadline of an
+    endless loop, during a scalar or an array loop (``fault`` forces the kind). The step
+    must raise the right error in time, naming the task, a step on task 0 must still
+    run, and the job must end. Anything else is listed in ``problems``."""
     from dataflow.runtime.mpi.world import world
     rng = random.Random(seed)
     pids = [pid for _, pid in world().places]
-    fault = rng.choice(["kill", "stop", "stop_and_kill"])
+    fault = rng.choice(FAULTS[:3]) if fault is None else fault
     victim = rng.choice([1, 2])
     other = 3 - victim
     traffic = rng.choice(["scalar", "array"])
@@ -203,6 +207,22 @@ def random_faults(seed):
                 os.kill(pids[victim], signal.SIGCONT)
                 if cls != "DeadlineExceededError" or not 1.0 <= seconds < 6.0:
                     problems.append(("stopped", cls, message, seconds))
+            elif fault == "assert":
+                limit = df.placeholder(df.int32, [], name="limit")
+                with task(victim):
+                    check = df.Assert(limit > 100, [limit], name="limit_is_large")
+                with task(0), df.control_dependencies([check]):
+                    checked = df.identity(limit)
+                kind, cls, message, seconds = attempt(lambda: sess.run(
+                    [both, checked], {limit: 7}))
+                if cls != "InvalidArgumentError" or f"task {victim}" not in message \
+                        or "limit_is_large" not in message or seconds > 5.0:
+                    problems.append(("assert", cls, message, seconds))
+            elif fault == "deadline":
+                kind, cls, message, seconds = attempt(lambda: sess.run(
+                    both, options=df.RunOptions(timeout_in_ms=700)))
+                if cls != "DeadlineExceededError" or not 0.7 <= seconds < 5.0:
+                    problems.append(("deadline", cls, message, seconds))
             else:   # the victim stopped, then the other killed, while both loops run
                 def stop_then_kill():
                     os.kill(pids[victim], signal.SIGSTOP)
@@ -220,6 +240,75 @@ def random_faults(seed):
             if not isinstance(value, (float, np.floating)) or float(value) != 3.0:
                 problems.append(("task 0 afterwards", value))
     return out
+
+
+class _WedgingComm:
+    """A communicator whose ``Iprobe``, once armed, never returns (without the
+    interpreter lock): what Open MPI does when a peer killed mid-send left the
+    shared-memory queue half-linked (benchmarks/RESULTS.md, issue 16: shown with gdb)."""
+
+    def __init__(self, comm):
+        self._comm = comm
+        self.armed = threading.Event()
+        self.entered = threading.Event()
+
+    def Iprobe(self, *args):
+        if self.armed.is_set():
+            self.entered.set()
+            threading.Event().wait()       # for good
+        return self._comm.Iprobe(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
+
+
+def wedge():
+    """Rank 1 is killed while rank 0's step thread sits in an MPI call that never returns:
+    ``run`` raises AbortedError naming task 1, a step on task 0 alone still runs, a step
+    with task 2 is refused (the world is broken), and the job ends."""
+    from dataflow.runtime.mpi import mode
+    from dataflow.runtime.mpi.world import world
+    pids = [pid for _, pid in world().places]
+    out = {"pids": pids}
+    with df.Graph().as_default():
+        on1 = endless_loop(1)
+        with task(0):
+            local = df.constant(2.0) + 1.0
+        with task(2):
+            on2 = df.constant(5.0) * 2.0
+        with mpi_session() as sess:
+            out["before"] = sess.run(on2)
+            client = mode._Client.get()
+            wedging = client.endpoint.comm = _WedgingComm(client.endpoint.comm)
+
+            def wedge_then_kill():
+                wedging.armed.set()
+                wedging.entered.wait(5.0)
+                os.kill(pids[1], signal.SIGKILL)
+            timer = threading.Timer(0.3, wedge_then_kill)
+            timer.start()
+            out["killed"] = attempt(lambda: sess.run(on1))
+            timer.join()
+            out["wedged"] = wedging.entered.is_set()
+            out["local"] = attempt(lambda: sess.run(local))
+            out["task_2"] = attempt(lambda: sess.run(on2))
+    out["broken"] = world().broken
+    out["finalize_at_exit"] = world().finalize_at_exit
+    return out
+
+
+def orphan(path):
+    """Rank 0 writes the pids, then runs an endless step on tasks 1 and 2 for the test
+    to kill ``mpiexec`` under it: every rank must notice and exit."""
+    from dataflow.runtime.mpi.world import world
+    with df.Graph().as_default():
+        both = [endless_loop(1), endless_loop(2)]
+        with mpi_session() as sess:
+            with open(path + ".tmp", "wb") as f:
+                pickle.dump({"pids": [pid for _, pid in world().places]}, f)
+            os.rename(path + ".tmp", path)
+            sess.run(both)
+    raise AssertionError("the endless step ended")
 
 
 def random_programs(count, seed):
@@ -283,7 +372,11 @@ def main():
     elif mode == "random":
         results = random_programs(int(sys.argv[3]), int(sys.argv[4]))
     elif mode == "faults":
-        results = random_faults(int(sys.argv[3]))
+        results = random_faults(int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
+    elif mode == "wedge":
+        results = wedge()
+    elif mode == "orphan":
+        orphan(path)
     else:
         raise SystemExit(f"unknown mode {mode}")
     results["size"] = df.distributed.size()

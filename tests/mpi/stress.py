@@ -10,7 +10,10 @@ before the job is killed.
 
 Each run gets its own seed (``--seed`` + run index): in ``faults`` mode rank 0 picks the
 victims, the signals and their moments from it, so a failing run can be replayed alone
-(``--seed S --runs 1``).
+(``--seed S --runs 1``); ``--fault kill|stop|stop_and_kill|assert|deadline`` fixes the
+kind. ``orphan`` kills ``mpiexec`` itself mid-step: every rank must be gone within
+:data:`ORPHAN_LIMIT_S`. Every run must leave no process of its session (tests/mpi/procs.py); what
+is left is killed and counted as a failure.
 """
 from __future__ import annotations
 
@@ -28,8 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from dataflow.cli import mpirun_command, mpirun_env  # noqa: E402
+from tests.mpi.procs import kill_session, left_behind  # noqa: E402
 
 MAIN = os.path.join(ROOT, "tests", "mpi", "main.py")
+ORPHAN_LIMIT_S = 5.0
 
 
 def _busy(stop):
@@ -110,16 +115,29 @@ def _dump_stacks(launcher_pid, log):
     time.sleep(2.0)
 
 
-def run_once(mode, ranks, seed, limit_s, log, extra_env):
+def _wait_for(path, proc, limit_s):
+    limit = time.monotonic() + limit_s
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > limit:
+            return None
+        time.sleep(0.05)
+    time.sleep(0.05)
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def run_once(mode, ranks, seed, limit_s, log, extra_env, fault=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "results.pkl")
-        cmd = mpirun_command(ranks, [MAIN, mode, out, str(seed)])
+        cmd = mpirun_command(ranks, [MAIN, mode, out, str(seed)] + ([fault] if fault else []))
         env = mpirun_env(ranks=ranks)
         env.update(extra_env)
         start = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
+        if mode == "orphan":
+            return _orphan_once(proc, out, seed, limit_s, log, start)
         try:
             text, _ = proc.communicate(timeout=limit_s)
             hung = False
@@ -128,14 +146,15 @@ def run_once(mode, ranks, seed, limit_s, log, extra_env):
             log.write(f"=== seed {seed}: HUNG past {limit_s} s; results written: "
                       f"{os.path.exists(out)}; stacks:\n")
             _dump_stacks(proc.pid, log)
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)      # the ranks: each in a process group of its own
             text, _ = proc.communicate()
         seconds = time.monotonic() - start
         results = None
         if os.path.exists(out):
             with open(out, "rb") as f:
                 results = pickle.load(f)
-        left = [pid for pid in (results or {}).get("pids", []) if os.path.exists(f"/proc/{pid}")]
+        left = left_behind(proc.pid)
+        kill_session(proc.pid)
         if hung:
             log.write(f"=== seed {seed}: job output:\n{text[-6000:]}\n")
         ok = not hung and proc.returncode == 0 and results is not None and \
@@ -145,6 +164,30 @@ def run_once(mode, ranks, seed, limit_s, log, extra_env):
                       f"problems {(results or {}).get('problems')}\n{text[-4000:]}\n")
         log.flush()
         return ok, hung, seconds, results
+
+
+def _orphan_once(proc, out, seed, limit_s, log, start):
+    """Kill ``mpiexec`` 0.3 s into the endless step of main.py's ``orphan`` mode; every
+    process of the job must be gone within ORPHAN_LIMIT_S."""
+    results = _wait_for(out, proc, limit_s)
+    if results is None:
+        kill_session(proc.pid)
+        text, _ = proc.communicate()
+        log.write(f"=== seed {seed}: orphan: no pids (rc {proc.returncode})\n{text[-4000:]}\n")
+        return False, False, time.monotonic() - start, None
+    time.sleep(0.3)
+    proc.kill()
+    killed_at = time.monotonic()
+    proc.communicate()
+    left = left_behind(proc.pid, wait_s=ORPHAN_LIMIT_S)
+    gone_s = time.monotonic() - killed_at
+    if left:
+        log.write(f"=== seed {seed}: orphan: left {[_proc_line(p) for p in left]}\n")
+        _dump_stacks(left[0], log)
+        kill_session(proc.pid)
+    results["summary"] = f"mpiexec killed; ranks gone after {gone_s:.1f} s"
+    log.flush()
+    return not left, bool(left), time.monotonic() - start, results
 
 
 def main(argv=None):
@@ -157,6 +200,7 @@ def main(argv=None):
     parser.add_argument("--limit", type=float, default=90.0, help="seconds before a run is a hang")
     parser.add_argument("--log", default="mpi_stress.log")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the ranks")
+    parser.add_argument("--fault", default=None, help="faults mode: this kind in every run")
     args = parser.parse_args(argv)
     extra_env = dict(e.split("=", 1) for e in args.env)
     stop = multiprocessing.Event()
@@ -170,7 +214,7 @@ def main(argv=None):
             for i in range(args.runs):
                 seed = args.seed + i
                 ok, hung, seconds, results = run_once(args.mode, args.ranks, seed,
-                                                      args.limit, log, extra_env)
+                                                      args.limit, log, extra_env, args.fault)
                 times.append(seconds)
                 hangs += hung
                 if not ok:

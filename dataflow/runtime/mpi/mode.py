@@ -26,6 +26,17 @@ steps that need it raise ``AbortedError``.
 Steps of one Session run one at a time: a ``run`` while another step of the same
 Session is running raises ``FailedPreconditionError`` (the ranks serve one step at a
 time).
+
+Rank 0 runs a step that involves other ranks on a step thread of its own
+(:class:`_StepThread`), and the caller of ``run`` watches it: every MPI call of the
+step happens there, so a call that never returns cannot take ``run`` with it. A peer
+that dies in the middle of a shared-memory send can leave this rank's receive queue
+half-linked, and Open MPI then spins inside the next call for good (see
+:mod:`.world`). When the step thread has not finished :data:`WEDGE_GRACE_S` after a
+peer was found dead, the caller gives it up, marks the world broken (no thread calls
+MPI again) and raises ``AbortedError`` naming the dead task; past the deadline by as
+much, it raises ``DeadlineExceededError``. Steps on task 0 alone run on the calling
+thread and never call MPI, so they still run once the world is broken.
 """
 from __future__ import annotations
 
@@ -33,7 +44,9 @@ import atexit
 import functools
 import io
 import itertools
+import os
 import pickle
+import queue
 import threading
 import time
 import weakref
@@ -53,6 +66,7 @@ from ..plan import build_plan
 from ..rendezvous import LocalRendezvous
 from ..denormals import step_float_mode
 from ..tracing import StepStatsCollector, make_executor
+from ...util.float_env import in_callers_mode
 from .transport import Endpoint, PumpingQueue
 from .world import dumps, loads, world
 
@@ -61,6 +75,10 @@ __all__ = ["MpiMode", "serve", "task_device", "rank_of_device"]
 _CONTROL, _BUFFERS = 1, 2
 CANCEL_GRACE_S = 0.25       # after a cancel, how long rank 0 waits for the others' answers
 _LIVENESS_S = 0.05          # how often a waiting rank 0 checks that its peers live
+# A step thread still running this long after a peer died (or after the step's
+# deadline) is stuck inside Open MPI: its own checks would have ended it by then.
+WEDGE_GRACE_S = 1.0
+_CHIEF_CHECK_S = 0.25       # how often a serving rank in a step checks that rank 0 lives
 _steps = itertools.count(1)  # step numbers, unique in this process (tags come from them)
 _sessions = itertools.count(1)
 _LOST: set = set()           # ranks that died or stopped answering
@@ -102,6 +120,8 @@ class _Control:
     def send(self, rank: int, obj):
         """Send ``obj`` to ``rank`` without waiting for it to be received (a rank that
         hangs must not hang the sender): the request and its buffers are kept until done."""
+        if self.w.broken_by is not None:
+            raise errors.AbortedError(None, None, self.w.broken_by)
         data, buffers = dumps(obj)
         head = pickle.dumps((data, [b.nbytes for b in buffers]), pickle.HIGHEST_PROTOCOL)
         byte = self.MPI.BYTE
@@ -118,7 +138,10 @@ class _Control:
                 in_mpi.pop(me, None)
 
     def poll(self, source=None):
-        """``(source, message)`` if one has arrived, else None."""
+        """``(source, message)`` if one has arrived, else None (always, once the world
+        is broken: no MPI call then)."""
+        if self.w.broken_by is not None:
+            return None
         MPI = self.MPI
         status = self._status
         src = MPI.ANY_SOURCE if source is None else source
@@ -172,6 +195,8 @@ class _Client:
         self.w = world()
         self.control = _Control(self.w)
         self.endpoint = Endpoint(self.w, rank_of_device)
+        self.step_thread: _StepThread | None = None
+        self.stuck: _Job | None = None     # a step given up at its deadline, still in MPI
 
     @classmethod
     def get(cls):
@@ -216,9 +241,31 @@ class MpiMode:
                 None, None, "Another step of this Session is running: partition_mode='mpi' "
                 "runs the steps of one Session one at a time")
         try:
-            return self._run(tasks, deadline, pool)
+            if all(rank_of_device(t.device) == 0 for t in tasks):
+                return self._run_on_task_0(tasks, deadline, pool)
+            job = _step_thread(self.client).submit(
+                in_callers_mode(functools.partial(self._run, tasks, deadline, pool)))
+            return _supervise(self.client, job, deadline)
         finally:
             self._running.release()
+
+    def _run_on_task_0(self, tasks, deadline, pool):
+        """A step on task 0 alone: on the calling thread, without a call to MPI."""
+        if not tasks:     # every fetch was fed or folded
+            return {}
+        step = next(_steps)
+        task = tasks[0]
+        collector = StepStatsCollector(task.plan, task.device) if task.trace else None
+        endpoint = self.client.endpoint
+        executor = make_executor(task.plan, pool, task.templates,
+                                 endpoint.rendezvous(step), collector)
+        try:
+            raw = executor.run(deadline)
+        finally:
+            endpoint.close_step(step)
+        if collector is not None:
+            task.stats = collector.device_stats()
+        return {task.device: raw}
 
     def _run(self, tasks, deadline, pool):
         client = self.client
@@ -278,6 +325,135 @@ class MpiMode:
 
 
 _program_ids = itertools.count(1)
+
+
+class _Job:
+    """One step handed to the step thread: its outcome, and when it ended."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        # A plain lock, held until the job ends: waking its waiter costs less than an
+        # Event's condition (measured per step of a tiny 2-task step).
+        self._ended = threading.Lock()
+        self._ended.acquire()
+        self.finished = False
+        self.result = None
+        self.exc: BaseException | None = None
+
+    def run(self):
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            self.exc = exc
+        finally:
+            self.fn = None
+            self.finished = True
+            self._ended.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the job ended within ``timeout`` seconds."""
+        if self.finished:
+            return True
+        if self._ended.acquire(timeout=timeout):
+            self._ended.release()
+            return True
+        return False
+
+    def outcome(self):
+        if self.exc is not None:
+            raise self.exc
+        return self.result
+
+
+class _StepThread:
+    """Rank 0's thread for steps with other ranks: every MPI call of a step is made
+    here, while the caller of ``run`` watches (:func:`_supervise`)::
+
+        job = _StepThread(world()).submit(lambda: 42)
+        job.wait(1.0); job.outcome()       # 42
+    """
+
+    def __init__(self, w):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="dataflow-mpi-step",
+                                       daemon=True)
+        self.thread.start()
+        self.w = w
+        w.supervised.add(self.thread.ident)   # its stuck calls are _supervise's to judge
+
+    def _serve(self):
+        while True:
+            self._jobs.get().run()
+
+    def submit(self, fn) -> _Job:
+        job = _Job(fn)
+        self._jobs.put(job)
+        return job
+
+    def park(self):
+        """Give the thread up for good (it spins inside MPI): drop its mark of an MPI
+        call and let it run only when nothing else wants a core."""
+        self.w.in_mpi.pop(self.thread.ident, None)
+        try:
+            os.sched_setscheduler(self.thread.native_id, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):   # not Linux: it keeps its priority
+            pass
+
+
+def _step_thread(client) -> _StepThread:
+    """The client's step thread; refuses a step while one given up earlier still sits
+    in MPI (it holds the endpoint), and any step once the world is broken."""
+    if client.w.broken_by is not None:
+        raise errors.AbortedError(None, None, client.w.broken_by)
+    if client.stuck is not None:
+        if not client.stuck.finished:
+            raise errors.AbortedError(
+                None, None, "An earlier step of this process passed its deadline inside an "
+                "MPI call that has not returned yet (a task it waits on is stopped); no "
+                "step with other tasks can run until it does")
+        client.stuck = None
+    if client.step_thread is None:
+        client.step_thread = _StepThread(client.w)
+    return client.step_thread
+
+
+def _supervise(client, job, deadline):
+    """Wait for ``job`` (a step on the step thread) and return its outcome, unless it
+    is stuck in MPI: still running :data:`WEDGE_GRACE_S` after a peer died (the world is
+    then broken: AbortedError naming the dead task) or after its deadline
+    (DeadlineExceededError)."""
+    w = client.w
+    dead, dead_since = [], None
+    while not job.wait(_LIVENESS_S):
+        now = time.monotonic()
+        if dead_since is None:
+            # Every peer, not only the step's: any of them may have half-linked our queue.
+            dead = [r for r in range(1, w.size) if not w.alive(r)]
+            if dead:
+                dead_since = now
+        if dead_since is not None and now - dead_since > WEDGE_GRACE_S:
+            _give_up_dead(client, dead)
+        if deadline is not None and now > deadline + WEDGE_GRACE_S:
+            client.stuck = job
+            client.step_thread = None
+            raise errors.DeadlineExceededError(
+                None, None, "Timed out (RunOptions.timeout_in_ms): the step is stuck inside "
+                "an MPI call on task 0, behind a task that stopped answering")
+    return job.outcome()
+
+
+def _give_up_dead(client, dead):
+    tasks = ", ".join(str(r) for r in dead)
+    reason = (f"Task {tasks} (MPI rank {tasks}) died during the step and left task 0 stuck "
+              "inside Open MPI (a send cut short halfway leaves the shared-memory queue "
+              "it wrote half-linked): this process can make no further MPI call; steps "
+              "on task 0 alone still run. Restart the job.")
+    client.w.break_(reason)
+    for r in dead:
+        _lose(client, r)
+    client.step_thread.park()
+    client.step_thread = None
+    raise errors.AbortedError(None, None, reason)
 
 
 def _settle_owing(client, remote):
@@ -501,6 +677,9 @@ def serve(config) -> None:
             with step_float_mode(served.config.flush_denormals, plan):
                 answer = _run_step(w, endpoint, control, held, plan, step, feeds, timeout,
                                    pool, trace)
+            if not w.alive(0):
+                w.forgo_finalize()
+                break          # nobody to answer
             control.send(0, answer)
         # "cancel" of a step that is over: nothing to do
     pool.shutdown(wait=False)
@@ -520,9 +699,20 @@ def _run_step(w, endpoint, control, held, plan, step, feeds, timeout, pool, trac
     deadline = None if timeout is None else time.monotonic() + timeout
     rendezvous = endpoint.rendezvous(step)
 
+    next_check = [time.monotonic() + _CHIEF_CHECK_S]
+
     def watch():
         msg = control.poll(0)
         if msg is None:
+            now = time.monotonic()
+            if now >= next_check[0]:
+                # Rank 0 gone mid-step (or exited without a word, its MPI broken): no
+                # cancel will come, and the step may have no deadline.
+                next_check[0] = now + _CHIEF_CHECK_S
+                if not w.alive(0):
+                    w.forgo_finalize()
+                    endpoint.close_step(step, errors.AbortedError(
+                        None, None, "Task 0 (MPI rank 0) died during the step"))
             return False
         body = msg[1]
         if body[0] == "cancel" and body[1] == step:

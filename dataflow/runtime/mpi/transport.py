@@ -205,6 +205,8 @@ class Endpoint:
             _check_portable(value, key)
             header = (step, key, _OBJECT, None, None, value)
         data = pickle.dumps(header, pickle.HIGHEST_PROTOCOL)
+        if self.world.broken_by is not None:
+            raise errors.AbortedError(None, None, self.world.broken_by)
         MPI = self.MPI
         in_mpi, me = self._in_mpi, threading.get_ident()
         with self._send_lock:
@@ -228,8 +230,9 @@ class Endpoint:
     # -- receiving -----------------------------------------------------------------------------
     def pump(self) -> bool:
         """Receive every step value that has arrived and file it in its step's table;
-        True when something arrived. Called by waiting threads (one at a time)."""
-        if not self._pump_lock.acquire(blocking=False):
+        True when something arrived. Called by waiting threads (one at a time); in a
+        broken world (:meth:`.world.World.break_`) it calls no MPI and finds nothing."""
+        if self.world.broken_by is not None or not self._pump_lock.acquire(blocking=False):
             time.sleep(0)
             return False
         in_mpi, me = self._in_mpi, threading.get_ident()

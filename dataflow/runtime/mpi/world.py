@@ -18,13 +18,21 @@ every rank finalizes at exit only while the job is whole; once a rank is known d
 or unresponsive (:meth:`World.forgo_finalize`), the survivors exit without it, which
 ``mpiexec --enable-recovery`` accepts.
 
-One failure stays out of this process's reach: Open MPI's shared-memory transport
+One failure stays out of a thread's reach: Open MPI's shared-memory transport
 appends to a receiver's queue in two steps (swap the tail, then link the previous
 item), and a sender killed between them leaves the queue half-linked; the receiver's
 next MPI call then spins in ``opal_progress`` forever (shown with gdb holding rank 1
 at that instruction: rank 0 never returned from ``Iprobe``, its step deadline never
-fired). :class:`Watchdog` turns that endless spin into an exit with a message naming
-the dead task, so the job ends instead of hanging.
+fired). Rank 0 runs each step on a thread of its own and watches it from the caller
+(``mode.py``): a step thread stuck that way is given up, the world is marked
+:meth:`World.broken` (no thread of this process calls MPI again) and ``run`` raises
+``AbortedError``. On a serving rank, where nothing is left to do, :class:`Watchdog`
+turns the endless spin into an exit with a message naming the dead task.
+
+A rank whose launcher died (``mpiexec`` killed: the rank's parent process changes) has
+no job left. Open MPI 5 itself ends such ranks about 1 s later (measured with this
+check off); the :class:`Watchdog` also ends one (status :data:`ORPHANED_EXIT_CODE`)
+once it sees its parent change, for a launcher or an MPI library that does not.
 """
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ __all__ = ["World", "Watchdog", "available", "world"]
 _WORLD: list = []
 WEDGED_AFTER_S = 3.0     # an MPI call this old, with a peer dead, is the endless spin
 WEDGED_EXIT_CODE = 75
+ORPHANED_EXIT_CODE = 76  # the launcher (mpiexec) died: the job is over
 
 
 def available() -> bool:
@@ -81,8 +90,23 @@ class World:
         self.finalize_at_exit = True
         # thread id -> when it entered an MPI call (the transport marks its calls)
         self.in_mpi: dict = {}
+        # Threads whose stuck calls someone else watches (rank 0's step threads).
+        self.supervised: set = set()
+        self.broken_by: str | None = None
+        self.launcher = os.getppid()
         if self.size > 1:
             Watchdog(self).start()
+
+    def break_(self, reason: str):
+        """A thread of this process is stuck inside MPI for good (``reason`` says why):
+        no thread calls MPI again (it could spin on the same queue), nor finalizes it."""
+        if self.broken_by is None:
+            self.broken_by = reason
+        self.forgo_finalize()
+
+    @property
+    def broken(self) -> bool:
+        return self.broken_by is not None
 
     def forgo_finalize(self):
         """Exit without ``MPI_Finalize``: a rank of the job died or stopped answering,
@@ -125,13 +149,31 @@ class Watchdog(threading.Thread):
     def run(self):
         while True:
             time.sleep(self.period_s)
+            if self.orphaned():
+                self.leave_orphaned()
             dead = self.wedged_by()
             if dead:
                 self.give_up(dead)
 
+    def orphaned(self) -> bool:
+        """Whether the launcher that started this rank is gone (this process was
+        re-parented): ``mpiexec`` was killed, and nothing will end this job."""
+        launcher = getattr(self.w, "launcher", None)
+        return launcher is not None and os.getppid() != launcher
+
+    def leave_orphaned(self):
+        sys.stderr.write(
+            f"dataflow: MPI rank {self.w.rank} lost its launcher (mpiexec, pid "
+            f"{self.w.launcher}, is gone): the job is over; this rank exits (status "
+            f"{ORPHANED_EXIT_CODE}).\n")
+        sys.stderr.flush()
+        os._exit(ORPHANED_EXIT_CODE)
+
     def wedged_by(self) -> list:
-        """The dead peers, if an MPI call of this process is older than WEDGED_AFTER_S."""
-        started = list(self.w.in_mpi.values())
+        """The dead peers, if an MPI call of this process (one nobody else watches) is
+        older than WEDGED_AFTER_S."""
+        supervised = getattr(self.w, "supervised", ())
+        started = [t for tid, t in list(self.w.in_mpi.items()) if tid not in supervised]
         if not started or time.monotonic() - min(started) < WEDGED_AFTER_S:
             return []
         return [r for r in range(self.w.size) if r != self.w.rank and not self.w.alive(r)]
