@@ -55,7 +55,20 @@ _backing: dict = {}
 
 def cache_dir() -> str:
     """``$DATAFLOW_CACHE_DIR/loops``, else ``~/.cache/dataflow/loops`` (or a per-user
-    directory under the temporary directory)."""
+    directory under the temporary directory). Looked up once per setting of the two
+    environment variables and ``HOME`` (each lookup creates and tests directories)."""
+    key = (os.environ.get("DATAFLOW_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
+           os.environ.get("HOME"))
+    path = _cache_dirs.get(key)
+    if path is None:
+        path = _cache_dirs[key] = _find_cache_dir()
+    return path
+
+
+_cache_dirs: dict = {}
+
+
+def _find_cache_dir() -> str:
     explicit = os.environ.get("DATAFLOW_CACHE_DIR")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     candidates = ([os.path.join(explicit, "loops")] if explicit else []) + [
@@ -105,6 +118,7 @@ def compiled_module(source):
         if module is not None:
             return module
         if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".py", dir=os.path.dirname(path))
             with os.fdopen(fd, "w") as f:
                 f.write(source)
@@ -153,6 +167,9 @@ class FrameRunner:
                             for kind, op in self.results if kind == "exit"]
         self.enter_gid = {op: gid_of[op] for _, desc in self.params
                           if desc[0] in ("value", "stack", "variable") for op in [desc[1]]}
+        # The buffer each push stack filled last run, by parameter index: reused when
+        # nothing references it any more (see _push_buffer).
+        self.spare: dict = {}
 
     # -- the executor's entry point ------------------------------------------------------------
     def run(self, gathered, log, deadline):
@@ -220,7 +237,7 @@ class FrameRunner:
     # -- arguments and results ------------------------------------------------------------------
     def _arguments(self, by_gid):
         args, resources = [], []
-        for _, desc in self.params:
+        for index, (_, desc) in enumerate(self.params):
             kind = desc[0]
             if kind == "value":
                 op = desc[1]
@@ -233,11 +250,16 @@ class FrameRunner:
                 res = by_gid[self.enter_gid[op]]
                 if not hasattr(res, "entries"):
                     return None, f"'{op._inputs[0].name}' is not a stack"
-                buf, n = _stack_buffer(res, mode, rank, dtype)
-                if buf is None:
-                    return None, n
+                if mode == "push":
+                    if rank is None or dtype is None:
+                        return None, "stack entries of unknown rank"
+                    buf = self._push_buffer(index, rank, dtype)
+                else:
+                    buf, why = _stack_buffer(res, rank, dtype)
+                    if buf is None:
+                        return None, why
                 args.append(buf)
-                resources.append((res, mode, len(res.entries)))
+                resources.append((res, mode, len(res.entries), index))
             elif kind == "stack_count":
                 args.append(np.int64(0) if resources[-1][1] == "push"
                             else np.int64(resources[-1][2]))
@@ -251,12 +273,24 @@ class FrameRunner:
                 resources.append((cell, "assign" if assigns else "read", dtype))
         return args, resources
 
+    def _push_buffer(self, index, rank, dtype):
+        """The buffer a push stack starts from: last run's, when the only references
+        left to it are this runner's (a live entry, a fetched value or a pending pop
+        frame holds a view, whose ``base`` counts), so its pages are not faulted in
+        and zeroed again; else a new one of last run's capacity (no doubling copies)."""
+        spare = self.spare.pop(index, None)
+        if spare is not None and sys.getrefcount(spare) == 2:   # `spare` and the call
+            return spare
+        if spare is not None and spare.ndim == rank + 1:
+            return np.empty((spare.shape[0],) + spare.shape[1:], dtype)
+        return np.empty((0,) * (rank + 1), dtype)
+
     def _commit(self, out, resources):
         k = 1 + len(self.exit_gids)
         tail = out[k:]
         pos = 0
         commits = []
-        for res, mode, extra in resources:
+        for res, mode, extra, *_ in resources:
             if mode in ("push", "pop"):
                 buf, n, peak = tail[pos], tail[pos + 1], tail[pos + 2]
                 pos += 3
@@ -269,6 +303,7 @@ class FrameRunner:
                 pos += 1
                 if mode == "assign":
                     commits.append((res, mode, extra, value, None))
+        spare_of = {id(r[0]): r[3] for r in resources if r[1] == "push"}
         for res, mode, extra, buf, n in commits:
             if mode == "push":
                 views = list(buf[:n])
@@ -276,9 +311,12 @@ class FrameRunner:
                     _remember(res, buf, views)
                 res.entries.extend(views)
                 res.pushes += n
+                self.spare[spare_of[id(res)]] = buf
             elif mode == "pop":
                 res.pops += extra - n
                 del res.entries[n:]
+                if n == 0:    # emptied: its backing buffer is nobody's any more
+                    _backing.pop(id(res), None)
             else:
                 res.store_owned(_as_output(buf, np.dtype(extra)))
         return [(gid, _as_output(v, dt)) for gid, v, dt in
@@ -347,14 +385,10 @@ def _remember(res, buf, views):
     _backing[id(res)] = (res, buf, views)
 
 
-def _stack_buffer(res, mode, rank, dtype):
-    """``(buffer, None)`` for a stack's entries (entries along axis 0), or ``(None,
-    reason)``."""
+def _stack_buffer(res, rank, dtype):
+    """``(buffer, None)`` for a stack's entries to pop (entries along axis 0), or
+    ``(None, reason)``."""
     entries = res.entries
-    if mode == "push":
-        if rank is None or dtype is None:
-            return None, "stack entries of unknown rank"
-        return np.empty((0,) * (rank + 1), dtype), None
     k = len(entries)
     cached = _backing.get(id(res))
     if cached is not None and cached[0] is res:
