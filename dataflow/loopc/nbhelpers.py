@@ -25,14 +25,14 @@ code returns), so the interpreter raises its own error, with its own message.
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 from numba.np.numpy_support import from_dtype
+
+from .blas import numpy_gemm
 
 
 __all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "truth", "where3",
@@ -399,48 +399,21 @@ def _check_same_shape(var, value):
 
 # -- matmul through NumPy's BLAS -----------------------------------------------------------------
 
-# Symbol spellings of cblas_?gemm: NumPy >= 2 wheels bundle scipy-openblas with prefixed
-# ILP64 names ("64_": 64-bit integer arguments); other builds link a plain CBLAS.
-_GEMM_SPELLINGS = (("scipy_cblas_{}gemm64_", True), ("cblas_{}gemm64_", True),
-                   ("scipy_cblas_{}gemm", False), ("cblas_{}gemm", False))
-
-
 def numpy_blas():
     """``{"float32": (symbol, ilp64), "float64": ...}``: the ``cblas_?gemm`` of the BLAS
-    that NumPy's ``_multiarray_umath`` links (``dlsym`` on that module searches the
-    libraries it depends on), registered with LLVM under its own name so that compiled
-    code, cached object code included, calls it by name. Empty where none is found
-    (then ``gemm`` uses Numba's ``np.dot``).
+    NumPy links (:func:`.blas.numpy_gemm`), registered with LLVM under its own name so
+    that compiled code, cached object code included, calls it by name. Empty where none
+    is found (then ``gemm`` uses Numba's ``np.dot``).
 
     >>> sorted(numpy_blas()) in ([], ['float32', 'float64'])
     True
     """
-    return dict(_BLAS_FOUND)
+    return {dt: (name, ilp64) for dt, (name, ilp64, _) in numpy_gemm().items()}
 
 
-def _find_numpy_blas():
-    try:
-        from numpy._core import _multiarray_umath as umath
-    except ImportError:   # NumPy 1.x
-        from numpy.core import _multiarray_umath as umath
-    try:
-        lib = ctypes.CDLL(umath.__file__)
-    except OSError:
-        return {}
-    for spelling, ilp64 in _GEMM_SPELLINGS:
-        names = {dt: spelling.format(c) for dt, c in (("float32", "s"), ("float64", "d"))}
-        try:
-            addresses = {dt: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                         for dt, name in names.items()}
-        except AttributeError:
-            continue
-        for dt, name in names.items():
-            llvm.add_symbol(name, addresses[dt])
-        return {dt: (names[dt], ilp64) for dt in names}
-    return {}
-
-
-_BLAS_FOUND: dict = _find_numpy_blas()
+for _name, _ilp64, _address in numpy_gemm().values():
+    llvm.add_symbol(_name, _address)
+_BLAS_FOUND: dict = numpy_blas()
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
