@@ -13,6 +13,14 @@ prints, in one process and interleaved:
 * the step's median time with each setting, and the hand-written NumPy backprop
   (:func:`benchmarks.workloads.make_rnn_grad`'s baseline) with IEEE subnormals and
   with its thread and the BLAS threads flushing (:mod:`dataflow.util.float_env`).
+
+Timing method: each setting runs in blocks (``--rounds`` rounds, each a discarded
+warm-up run then ``--repeats`` timed runs of one setting, settings in turn, the order
+reversed every other round). The BLAS thread pool's mode is process-wide and setting it
+wakes every BLAS thread (tens of milliseconds on a loaded machine): interleaving a
+flushing and a non-flushing run step by step switched it on every run and charged
+that to whichever setting ran next. In blocks, a switch falls on the warm-up run.
+``--interleaved`` runs the old method, for comparison.
 """
 from __future__ import annotations
 
@@ -87,12 +95,20 @@ def rnn_grad_graph(steps: int, batch: int = 32, hidden: int = 256):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per block")
+    ap.add_argument("--rounds", type=int, default=2, help="blocks per setting")
+    ap.add_argument("--interleaved", action="store_true",
+                    help="one run per setting in turn (switches the BLAS mode each run)")
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--interpreted", dest="compile_loops", action="store_const",
+                    const=False, default="eager",
+                    help="run dataflow's loops interpreted (default: compiled)")
     args = ap.parse_args(argv)
 
-    on, baseline, _, _ = workloads.make_rnn_grad(args.steps)
-    off = workloads.make_rnn_grad(args.steps, config=df.ConfigProto(flush_denormals=False))[0]
+    on, baseline, _, _ = workloads.make_rnn_grad(args.steps, config=df.ConfigProto(
+        compile_loops=args.compile_loops))
+    off = workloads.make_rnn_grad(args.steps, config=df.ConfigProto(
+        flush_denormals=False, compile_loops=args.compile_loops))[0]
     graph, grad_w, feed = rnn_grad_graph(args.steps)
     print(f"RNN gradient T={args.steps} B=32 H=256; FTZ/DAZ settable here: "
           f"{float_env.supported()}")
@@ -100,20 +116,60 @@ def main(argv=None):
         print(f"  flush_denormals={flush}: {subnormals_per_step(graph, grad_w, feed, flush)} "
               "subnormal values produced by the step's kernels")
 
-    fns = {"dataflow flush_denormals=True": on, "dataflow flush_denormals=False": off,
-           "NumPy by hand, IEEE": _numpy_in_mode(baseline, False),
-           "NumPy by hand, FTZ/DAZ": _numpy_in_mode(baseline, True)}
-    samples = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(args.repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            samples[k].append(time.perf_counter() - t)
+    fns = {"dataflow flush_denormals=True": (on, None),
+           "dataflow flush_denormals=False": (off, None),
+           "NumPy by hand, IEEE": (baseline, False),
+           "NumPy by hand, FTZ/DAZ": (baseline, True)}
+    if args.interleaved:
+        samples = _interleaved(fns, args.repeats)
+    else:
+        samples = _blocks(fns, args.rounds, args.repeats)
     for k, s in samples.items():
         print(f"  {k:32s} {statistics.median(s) * 1e3:8.1f} ms  "
-              f"(min {min(s) * 1e3:.1f}, max {max(s) * 1e3:.1f})")
+              f"(min {min(s) * 1e3:.1f}, max {max(s) * 1e3:.1f}, {len(s)} runs)")
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _blocks(fns: dict, rounds: int, repeats: int) -> dict:
+    """Seconds per run of each ``name: (fn, mode)``: a NumPy baseline (``mode`` True or
+    False) runs with its thread and the BLAS threads set for the whole block."""
+    samples = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            fn, mode = fns[k]
+            if mode is None:
+                fn()                                   # warm-up: takes any mode switch
+                samples[k] += [_timed(fn) for _ in range(repeats)]
+                continue
+            before = float_env.flush_denormals_on_this_thread(mode)
+            float_env.set_blas_threads_flush(mode)
+            try:
+                fn()
+                samples[k] += [_timed(fn) for _ in range(repeats)]
+            finally:
+                float_env.flush_denormals_on_this_thread(before)
+                float_env.set_blas_threads_flush(before)
+    return samples
+
+
+def _interleaved(fns: dict, repeats: int) -> dict:
+    """The first method: one run of each setting in turn (the BLAS pool's mode switches
+    at nearly every run)."""
+    runs = {k: (fn if mode is None else _numpy_in_mode(fn, mode)) for k, (fn, mode)
+            in fns.items()}
+    samples = {k: [] for k in runs}
+    for fn in runs.values():
+        fn()
+    for _ in range(repeats):
+        for k, fn in runs.items():
+            samples[k].append(_timed(fn))
+    return samples
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ from .lowering import LOWERINGS
 __all__ = ["FrameSource", "Unsupported", "generate"]
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+# A scalar constant as _literal writes it: used in place, not assigned to a variable.
+_SCALAR_LITERAL = re.compile(r"^np\.\w+\(-?(\d[\d.e+-]*|np\.nan|np\.inf)\)$")
 TICK_MASK = 4095
 
 
@@ -137,6 +139,13 @@ class _Gen:
         self.top_enters = {e: k for k, e in enumerate(top.enters)}
         self.slots = {}           # top-level Enter -> (kind, names)
         self.slot_uses = {}       # top-level Enter -> set of op types using it
+        # Fewer statements compile faster (Numba's passes cost about 0.3 ms per
+        # statement): a Switch on a predicate already tested in this loop body reuses
+        # the test, and an op guarded by the same liveness as the block just emitted
+        # joins it instead of opening another ``if``.
+        self.scope = 0
+        self.tests = {}           # (scope, node liveness, predicate) -> (on, off)
+        self.open_if = None       # (indent, liveness, len(lines)) of the last guarded block
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, prefix="v"):
@@ -301,6 +310,8 @@ class _Gen:
             self.val[e._outputs[0]] = self.value(e._inputs[0])
             self.live[e._outputs[0]] = "True"
             self.node_live[e] = "True"
+        outer_scope = self.scope
+        self.scope = self.count + 1
         carried = []
         for e, m, nxt in loop.loop_vars:
             v = self.fresh("m")
@@ -341,7 +352,8 @@ class _Gen:
                  for _, nxt in carried]
         go = self.set_live(body, lives[0])
         for other in lives[1:]:
-            self.emit(body, f"if ({other}) != {go}: raise Fallback()")
+            if other != go:
+                self.emit(body, f"if ({other}) != {go}: raise Fallback()")
         self.emit(body, f"if not {go}: break")
         temps = []
         for v, nxt in carried:
@@ -353,6 +365,7 @@ class _Gen:
         self.emit(body, f"{it} += 1")
         self.emit(body, "tick += 1")
         self.emit(body, f"if (tick & {TICK_MASK}) == 0 and flag[0] != 0: raise Deadline()")
+        self.scope = outer_scope
         for x in loop.exits:
             value_var, live_var = exit_vars[x]
             self.emit(ind, f"if {live_var} and {fired_at[x]} != {it}: raise Fallback()")
@@ -404,13 +417,18 @@ class _Gen:
             data, pred = op._inputs
             node = self.set_live(ind, _and([self.liveness(data), self.liveness(pred)] + ctrl))
             self.node_live[op] = node
-            on = self.fresh("l")
             p = self.value(pred)
-            self.emit(ind, f"{on} = {node} and truth({p})" if node != "True"
-                      else f"{on} = truth({p})")
-            off = self.fresh("l")
-            self.emit(ind, f"{off} = {node} and not {on}" if node != "True"
-                      else f"{off} = not {on}")
+            key = (self.scope, node, p)
+            if key not in self.tests:
+                on = self.fresh("l")
+                test = f"bool({p})" if pred.shape.ndims == 0 else f"truth({p})"
+                self.emit(ind, f"{on} = {node} and {test}" if node != "True"
+                          else f"{on} = {test}")
+                off = self.fresh("l")
+                self.emit(ind, f"{off} = {node} and not {on}" if node != "True"
+                          else f"{off} = not {on}")
+                self.tests[key] = (on, off)
+            on, off = self.tests[key]
             v = self.value(data)
             self.val[op._outputs[0]] = self.val[op._outputs[1]] = v
             self.live[op._outputs[0]], self.live[op._outputs[1]] = off, on
@@ -449,8 +467,10 @@ class _Gen:
         if exprs is None:
             raise Unsupported(f"op '{op.name}' ({op.type}) cannot be lowered here")
         block = list(e.lines)
+        if _all_scalar(op):
+            block, exprs = [_scalar_line(t) for t in block], [_scalar_casts(x) for x in exprs]
         for t, expr in zip(op._outputs, exprs):
-            if _IDENT.match(expr):
+            if _IDENT.match(expr) or _SCALAR_LITERAL.match(expr):
                 self.val[t] = expr
             else:
                 name = self.fresh("v")
@@ -463,10 +483,82 @@ class _Gen:
             return
         inner = ind
         if node != "True":
-            self.emit(ind, f"if {node}:")
+            if self.open_if != (ind, node, len(self.lines)):
+                self.emit(ind, f"if {node}:")
             inner = ind + 1
         for text in block:
             self.emit(inner, text)
+        self.open_if = (ind, node, len(self.lines))
+
+
+# -- scalar code without helper calls ---------------------------------------------------------
+#
+# Each distinct (helper, argument types) pair the generated code calls is a function Numba
+# compiles on its own (a full pipeline, 50-150 ms), and most ops in a loop's control are
+# scalars: for an op whose inputs and outputs are all statically scalar, the lowering's
+# ``cst(x, 'dtype')`` becomes the NumPy scalar constructor it stands for and
+# ``check_divisor(y)`` an inline test, which Numba types in place.
+
+def _all_scalar(op) -> bool:
+    return all(t.shape.ndims == 0 for t in list(op._inputs) + list(op._outputs))
+
+
+def _call_args(text, start):
+    """``(args, end)`` of the call whose ``(`` is at ``text[start]``: the top-level
+    arguments as strings and the index after the closing ``)``; None if unbalanced."""
+    depth, args, begin, quote = 0, [], start + 1, None
+    for i in range(start, len(text)):
+        ch = text[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(text[begin:i].strip())
+                return args, i + 1
+        elif ch == "," and depth == 1:
+            args.append(text[begin:i].strip())
+            begin = i + 1
+    return None
+
+
+_CST = re.compile(r"(?<![\w.])cst\(")
+_DTYPE_LITERAL = re.compile(r"^'(\w+)'$")
+
+
+def _scalar_casts(text):
+    """``text`` with each ``cst(x, 'dtype')`` (nested ones too) as a scalar cast:
+    ``np.dtype(x)``, or ``(x != 0)`` for bool (what ``cst`` does to a scalar).
+
+    >>> _scalar_casts("cst((cst(a + b, 'int32') * c), 'int32')")
+    'np.int32((np.int32(a + b) * c))'
+    """
+    out, pos = [], 0
+    for m in _CST.finditer(text):
+        if m.start() < pos:
+            continue
+        parsed = _call_args(text, m.end() - 1)
+        literal = _DTYPE_LITERAL.match(parsed[0][1]) if parsed and len(parsed[0]) == 2 \
+            else None
+        if literal is None:
+            return text
+        (value, _), end = parsed
+        value, dt = _scalar_casts(value), literal.group(1)
+        out.append(text[pos:m.start()])
+        out.append(f"({value} != 0)" if dt == "bool" else f"np.{dt}({value})")
+        pos = end
+    return "".join(out) + text[pos:]
+
+
+def _scalar_line(text):
+    m = re.match(r"^check_divisor\((.*)\)$", text)
+    if m:
+        return f"if ({_scalar_casts(m.group(1))}) == 0: raise Fallback()"
+    return _scalar_casts(text)
 
 
 def _all_ops(loop):

@@ -186,7 +186,7 @@ def _fill_like(e):
 def _matmul_check(op):
     dt = _dtype_name(op._outputs[0])
     if dt not in ("float32", "float64"):
-        return f"MatMul on {dt} (Numba's BLAS binding takes floats only)"
+        return f"MatMul on {dt} (BLAS takes floats only)"
     if any(t.shape.ndims not in (None, 2) for t in op._inputs):
         return "MatMul of non-matrices"
     return None
@@ -194,12 +194,10 @@ def _matmul_check(op):
 
 @register_lowering("MatMul", check=_matmul_check)
 def _matmul(e):
+    # gemm: NumPy's own cblas_?gemm with the transposes as flags (see nbhelpers).
     a, b = e.args
-    if e.op.get_attr("transpose_a"):
-        a = f"{a}.T"
-    if e.op.get_attr("transpose_b"):
-        b = f"{b}.T"
-    return [f"np.dot({a}, {b})"]
+    ta, tb = bool(e.op.get_attr("transpose_a")), bool(e.op.get_attr("transpose_b"))
+    return [f"gemm({a}, {b}, {ta}, {tb})"]
 
 
 def _axes_of(op):

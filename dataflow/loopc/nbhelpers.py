@@ -11,6 +11,11 @@ from the argument types), so a lowering emits one spelling whatever the static s
   ``dataflow.kernels.approx`` for exp/log/tanh/sigmoid), elementwise over arrays;
 * ``psum(x)``: the sum of every element in NumPy's order (pairwise blocks of 8 over the
   flattened array, as ``np.add.reduce`` does), so float sums are bitwise NumPy's;
+* ``gemm(a, b, ta, tb)``: ``op(a) @ op(b)`` through the ``cblas_?gemm`` of the BLAS
+  NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and compiled
+  loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that fought
+  NumPy's for the cores and that the denormals setting did not reach), and the same
+  kernel and arguments as the interpreter's MatMul, so the same bits;
 * ``truth(p)``, ``where3(c, x, y)``, ``stack_push``/``stack_take`` (growing stacks),
   ``check_index`` and ``check_divisor`` (raising :class:`Fallback`).
 
@@ -21,13 +26,16 @@ code returns), so the interpreter raises its own error, with its own message.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 from numba.np.numpy_support import from_dtype
 
-from dataflow.kernels.numba_cpu._scalar import BINARY, UNARY
+from .blas import numpy_gemm
 
-__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "truth", "where3",
+
+__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "truth", "where3",
            "stack_push", "stack_take", "check_index", "check_divisor", "axis_sum",
            "one_hot", "check_same_shape"]
 
@@ -72,7 +80,8 @@ def ew1(name, x):
 def _ew1(name, x):
     if not isinstance(name, types.StringLiteral):
         return None
-    f = UNARY[name.literal_value]
+    from dataflow.kernels.numba_cpu._scalar import UNARY   # at typing: loading a cached
+    f = UNARY[name.literal_value]                          # frame needs none of its 43 njits
     if isinstance(x, types.Array):
         def apply(name, x):
             flat = np.ascontiguousarray(x).ravel()
@@ -92,6 +101,7 @@ def ew2(name, x, y):
 def _ew2(name, x, y):
     if not isinstance(name, types.StringLiteral):
         return None
+    from dataflow.kernels.numba_cpu._scalar import BINARY
     f = BINARY[name.literal_value]
     if isinstance(x, types.Array) or isinstance(y, types.Array):
         def apply(name, x, y):
@@ -251,47 +261,55 @@ def _where3(c, x, y):
     return lambda c, x, y: x if c else y
 
 
+@njit(cache=True)
 def stack_push(buf, n, v):
-    return _stub(buf, n, v)
-
-
-@overload(stack_push)
-def _stack_push(buf, n, v):
     """``buf`` (entries along axis 0) with ``v`` at index ``n``, grown by doubling when
-    full (a new buffer; the old one is left as it was)."""
+    full (a new buffer; the old one is left as it was). Cached ``njit`` functions
+    (compiled once per installation, not per generated frame; Numba prunes the branch
+    on ``buf.ndim``), written with explicit loops: a slice assignment drags Numba's
+    shape-error formatting (string code, seconds of compiling) into every frame."""
     if buf.ndim == 1:
-        def push1(buf, n, v):
-            if n == buf.shape[0]:
-                new = np.empty(max(16, 2 * n), buf.dtype)
-                new[:n] = buf[:n]
-                buf = new
-            buf[n] = v
-            return buf
-        return push1
-
-    def push(buf, n, v):
-        if n == buf.shape[0] or buf.shape[1:] != v.shape:
-            if n and buf.shape[1:] != v.shape:
-                raise Fallback()
-            shape = (max(16, 2 * n),) + v.shape
-            new = np.empty(shape, buf.dtype)
-            if n:
-                new[:n] = buf[:n]
-            buf = new
-        buf[n] = v
-        return buf
-    return push
+        return _push_scalar(buf, n, v)
+    return _push_array(buf, n, np.asarray(v))
 
 
+@njit(cache=True)
+def _push_scalar(buf, n, v):
+    if n == buf.shape[0]:
+        new = np.empty(max(16, 2 * n), buf.dtype)
+        for i in range(n):
+            new[i] = buf[i]
+        buf = new
+    buf[n] = v
+    return buf
+
+
+@njit(cache=True)
+def _push_array(buf, n, v):
+    same = buf.shape[1:] == v.shape
+    if n and not same:
+        raise Fallback()
+    if n == buf.shape[0] or not same:
+        new = np.empty((max(16, 2 * n),) + v.shape, buf.dtype)
+        flat_new = new.reshape(new.size)
+        flat_old = buf.reshape(buf.size)
+        for i in range(n * v.size):
+            flat_new[i] = flat_old[i]
+        buf = new
+    row = buf[n]
+    flat_row = row.reshape(row.size)
+    flat_v = np.ascontiguousarray(v).reshape(v.size)
+    for i in range(v.size):
+        flat_row[i] = flat_v[i]
+    return buf
+
+
+@njit(cache=True)
 def stack_take(buf, i):
-    return _stub(buf, i)
-
-
-@overload(stack_take)
-def _stack_take(buf, i):
-    if buf.ndim == 1:
-        return lambda buf, i: buf[i]
-    return lambda buf, i: buf[i].copy()
+    """Entry ``i``: a view, as the interpreter's StackPop hands back the pushed array
+    itself (compiled code never writes into a value, nor into a buffer after its
+    pushes)."""
+    return buf[i]
 
 
 def check_index(idx, n):
@@ -377,3 +395,108 @@ def _check_same_shape(var, value):
             raise Fallback()
         return never2
     return lambda var, value: None
+
+
+# -- matmul through NumPy's BLAS -----------------------------------------------------------------
+
+def numpy_blas():
+    """``{"float32": (symbol, ilp64), "float64": ...}``: the ``cblas_?gemm`` of the BLAS
+    NumPy links (:func:`.blas.numpy_gemm`), registered with LLVM under its own name so
+    that compiled code, cached object code included, calls it by name. Empty where none
+    is found (then ``gemm`` uses Numba's ``np.dot``).
+
+    >>> sorted(numpy_blas()) in ([], ['float32', 'float64'])
+    True
+    """
+    return {dt: (name, ilp64) for dt, (name, ilp64, _) in numpy_gemm().items()}
+
+
+for _name, _ilp64, _address in numpy_gemm().values():
+    llvm.add_symbol(_name, _address)
+_BLAS_FOUND: dict = numpy_blas()
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _gemm_function(dtype):
+    """The ``cblas_?gemm`` of ``dtype`` as a Numba external function (None: not found)."""
+    found = _BLAS_FOUND.get(dtype)
+    if found is None:
+        return None
+    name, ilp64 = found
+    integer = types.int64 if ilp64 else types.int32
+    real = types.float32 if dtype == "float32" else types.float64
+    enum = types.int32
+    sig = types.void(enum, enum, enum, integer, integer, integer, real, types.voidptr,
+                     integer, types.voidptr, integer, real, types.voidptr, integer)
+    return types.ExternalFunction(name, sig)
+
+
+@intrinsic
+def _data_ptr(typingctx, arr):
+    """The address of an array's first element, as ``void*``."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(arr)(context, builder, value=args[0])
+        return builder.bitcast(ary.data, ir.IntType(8).as_pointer())
+    return types.voidptr(arr), codegen
+
+
+@njit(cache=True)
+def _blas_layout(x):
+    """``(transposed, leading dimension)`` of a 2-D array for CBLAS in row-major order,
+    or ``(False, -1)`` when its strides are neither row- nor column-major."""
+    rows, cols = x.shape
+    item = x.itemsize
+    s0, s1 = x.strides
+    if (s1 == item or cols <= 1) and s0 % item == 0 and s0 // item >= max(1, cols):
+        return False, s0 // item
+    if (s0 == item or rows <= 1) and s1 % item == 0 and s1 // item >= max(1, rows):
+        return True, s1 // item
+    return False, -1
+
+
+def gemm(a, b, ta, tb):
+    return _stub(a, b, ta, tb)
+
+
+@overload(gemm)
+def _gemm(a, b, ta, tb):
+    """``(a.T if ta else a) @ (b.T if tb else b)`` for 2-D float arrays."""
+    if not (isinstance(a, types.Array) and isinstance(b, types.Array) and a.ndim == 2
+            and b.ndim == 2 and a.dtype == b.dtype and isinstance(a.dtype, types.Float)):
+        return None
+    dtype = str(a.dtype)
+    call = _gemm_function(dtype)
+    if call is None:
+        def by_numba(a, b, ta, tb):
+            return np.dot(a.T if ta else a, b.T if tb else b)
+        return by_numba
+    one, zero = np.dtype(dtype).type(1), np.dtype(dtype).type(0)
+
+    def by_numpy_blas(a, b, ta, tb):
+        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+        k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
+        if k != k2:
+            raise Fallback()
+        out = np.empty((m, n), a.dtype)
+        if m == 0 or n == 0:
+            return out
+        if k == 0:
+            out[:] = 0
+            return out
+        ca, la = _blas_layout(a)
+        if la < 0:
+            a = np.ascontiguousarray(a)
+            ca, la = _blas_layout(a)
+        cb, lb = _blas_layout(b)
+        if lb < 0:
+            b = np.ascontiguousarray(b)
+            cb, lb = _blas_layout(b)
+        call(_ROW_MAJOR, _TRANS if ta != ca else _NO_TRANS,
+             _TRANS if tb != cb else _NO_TRANS, m, n, k, one, _data_ptr(a), la,
+             _data_ptr(b), lb, zero, _data_ptr(out), max(1, n))
+        return out
+    return by_numpy_blas
