@@ -335,3 +335,23 @@ def test_sum_to_shape_and_broadcast_to_match_the_numpy_kernels(rows, cols, dtype
                     "spread_scalar": op("BroadcastTo", v[0], df.constant([rows]))}
         outs, ref = _loop_of(ops_of, (gr, v))
     _compare(g, outs, ref, {gr: gv, v: vv})
+
+
+@settings(max_examples=8, deadline=None)
+@given(shape=st.sampled_from([[], [3], [2, 5]]), dtype=st.sampled_from([np.float32, np.int64]),
+       seed=st.integers(0, 2**31 - 1))
+def test_expand_dims_size_and_fill_match_the_numpy_kernels(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    xv = (rng.standard_normal(shape) * 5).astype(dtype)
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(dtype, shape)
+        n = df.placeholder(df.int32, [])
+
+        def ops_of(x, n):
+            out = {"first": df.expand_dims(x, 0), "last": df.expand_dims(x, -1),
+                   "size": df.size(x), "fill": df.fill(df.stack([n, 2]), df.reshape(x, [-1])[0]),
+                   "fill_scalar": df.fill(df.constant([], df.int32), df.constant(3.5))}
+            return out
+        outs, ref = _loop_of(ops_of, (x, n))
+    _compare(g, outs, ref, {x: xv, n: 3})

@@ -1,7 +1,7 @@
 """Lowerings of the array and NN ops, registered into :data:`.lowering.LOWERINGS`.
 
 Softmax, LogSoftmax, the dense and sparse softmax cross-entropies, Transpose, Slice,
-StridedSlice, SumToShape, BroadcastTo, Pow, float FloorDiv/FloorMod and Cast (float -> int included). Each
+StridedSlice, SumToShape, BroadcastTo, ExpandDims, Size, Fill, Pow, float FloorDiv/FloorMod and Cast (float -> int included). Each
 follows the reference kernel exactly (see :mod:`.lowering` for the rules); where the
 kernel raises (a label or index out of range, an integer to a negative power, a slice
 past the end) or leaves the value to the platform (a float -> int cast out of range),
@@ -233,6 +233,54 @@ def _broadcast_to(e):
     e.line(f"{out} = np.empty(({dims},), np.{e.dtype(0)})")
     e.line(f"{out}[...] = {x}")
     return [out]
+
+
+# -- ExpandDims, Size, Fill --------------------------------------------------------------------
+
+@register_lowering("ExpandDims", check=lambda op: "non-numeric dtype or unknown rank"
+                   if _dtype_name(op._inputs[0]) is None or _rank(op._inputs[0]) is None
+                   else None)
+def _expand_dims(e):
+    x, rank = e.args[0], _rank(e.op._inputs[0])
+    axis = int(e.op.get_attr("axis"))
+    axis = axis + rank + 1 if axis < 0 else axis
+    if rank == 0:
+        return [f"np.full(1, {x}, np.{e.dtype(0)})"]
+    dims = [f"{x}.shape[{k}]" for k in range(rank)]
+    dims.insert(axis, "1")
+    return [f"np.ascontiguousarray({x}).reshape(({', '.join(dims)},))"]
+
+
+@register_lowering("Size", check=lambda op: None if _dtype_name(op._inputs[0]) else
+                   "non-numeric dtype")
+def _size(e):
+    return [f"np.{e.dtype(0)}(np.asarray({e.args[0]}).size)"]
+
+
+def _fill_check(op):
+    if _dtype_name(op._outputs[0]) is None:
+        return "non-numeric dtype"
+    if _rank(op._inputs[1]) != 0 or _static_dims(op._inputs[0]) is None:
+        return "a non-scalar value or dims of unknown length"
+    return None
+
+
+def _static_dims(t):
+    if t.shape.ndims == 0:
+        return 0
+    if t.shape.ndims != 1 or t.shape.as_list()[0] is None:
+        return None
+    return t.shape.as_list()[0]
+
+
+@register_lowering("Fill", check=_fill_check)
+def _fill(e):
+    dims, value = e.args
+    n = _static_dims(e.op._inputs[0])
+    if n == 0:
+        return [f"cst({value}, {e.dtype(0)!r})"]
+    shape = ", ".join(f"np.int64(np.asarray({dims}).ravel()[{k}])" for k in range(n))
+    return [f"np.full(({shape},), {value}, np.{e.dtype(0)})"]
 
 
 # -- Pow, float FloorDiv / FloorMod -----------------------------------------------------------
