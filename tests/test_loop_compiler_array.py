@@ -160,7 +160,8 @@ def test_transpose_slice_and_strided_slice_match_the_numpy_kernels(shape, dtype,
                 out["mixed"] = x[-1, None, i0 - 1:]
             return out
         outs, ref = _loop_of(ops_of, (x, i0, bt, st_))
-    feeds = {x: xv, i0: min(1, shape[0] - 1), bt: np.array(begin, np.int32), st_: np.array(size, np.int64)}
+    feeds = {x: xv, i0: min(1, shape[0] - 1), bt: np.array(begin, np.int32),
+             st_: np.array(size, np.int64)}
     _compare(g, outs, ref, feeds)
 
 

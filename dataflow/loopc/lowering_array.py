@@ -1,8 +1,10 @@
 """Lowerings of the array and NN ops, registered into :data:`.lowering.LOWERINGS`.
 
 Softmax, LogSoftmax, the dense and sparse softmax cross-entropies, Transpose, Slice,
-StridedSlice, SumToShape, BroadcastTo, ExpandDims, Size, Fill, Pow, float FloorDiv/FloorMod and Cast (float -> int included). Each
-follows the reference kernel exactly (see :mod:`.lowering` for the rules); where the
+StridedSlice, SumToShape, BroadcastTo, ExpandDims, Size, Fill, Pow, float
+FloorDiv/FloorMod and Cast (float -> int included). Each follows the reference kernel
+exactly (see :mod:`.lowering` for the rules) but Pow, which is libm's pow, within 1 ulp
+of NumPy's (its AVX-512 loop is not libm's); where the
 kernel raises (a label or index out of range, an integer to a negative power, a slice
 past the end) or leaves the value to the platform (a float -> int cast out of range),
 the compiled code raises ``Fallback`` and the frame re-runs interpreted. The softmax

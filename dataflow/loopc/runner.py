@@ -79,7 +79,8 @@ def _helpers_fingerprint() -> str:
     h = hashlib.sha1()
     for mod in ("dataflow.loopc.nbhelpers", "dataflow.kernels.approx",
                 "dataflow.kernels.numba_cpu._scalar", "dataflow.loopc.nbhelpers_array",
-                "dataflow.kernels.numba_cpu._nn_jit", "dataflow.kernels.numba_cpu._reduction_jit"):
+                "dataflow.kernels.numba_cpu._nn_jit",
+                "dataflow.kernels.numba_cpu._reduction_jit"):
         with open(importlib.util.find_spec(mod).origin, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
