@@ -142,20 +142,6 @@ def _no_op(e):
     return []
 
 
-def _cast_check(op):
-    if None in (_dtype_name(op._inputs[0]), _dtype_name(op._outputs[0])):
-        return "non-numeric dtype"
-    src, dst = _dtype_name(op._inputs[0]), _dtype_name(op._outputs[0])
-    if src.startswith("float") and not dst.startswith("float"):
-        return f"Cast {src} -> {dst} (out-of-range floats are undefined in C)"
-    return None
-
-
-@register_lowering("Cast", check=_cast_check)
-def _cast(e):
-    return [f"cst({e.args[0]}, {e.dtype(0)!r})"]
-
-
 @register_lowering("Select", "SelectV2", check=lambda op: _same_numeric_dtypes(op)
                    if _dtype_name(op._inputs[1]) else "non-numeric dtype")
 def _select(e):
@@ -426,3 +412,7 @@ def _assign_variable(e):
     e.line(f"check_same_shape({var}, {value})")
     e.line(f"{var} = cst({value}, {dt!r})")
     return [var]
+
+
+# The array and NN lowerings (and Cast) live in their own module, registered into this table.
+from . import lowering_array  # noqa: E402,F401  (registers on import)

@@ -477,7 +477,7 @@ class Executor:
                 return True
             if not block and self.done_queue.empty():
                 return False
-            self._wait_for_worker(deadline)
+            self._wait_for_worker(self.deadline)   # moved on by compile pauses
 
     # -- delivery ----------------------------------------------------------------------------
     def _deliver(self, edges, out, nout, node_dead, it):
@@ -582,7 +582,10 @@ class Executor:
             return
         del self._gathering[key]
         it.outstanding_frames -= 1   # `it` is still running this Enter: no cleanup due here
-        exits = child_plan.compiled.run(gathered, self.loop_log, self.deadline)
+        runner = child_plan.compiled
+        exits = runner.run(gathered, self.loop_log, self.deadline)
+        if self.deadline is not None:
+            self.deadline += runner.compile_pause()   # compiling is not the step's time
         if exits is None:
             enter_info = self.plan.enter_info
             for g, e, v, d in gathered:
