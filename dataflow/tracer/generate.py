@@ -24,8 +24,18 @@
   edges from the Output Fetching ops whose values Python read before it fed this one
   (through ControlTriggers: the fetched node may be dead in this step).
 
-Python loops are unrolled: each iteration's ops are nodes of their own, and a step with
-another trip count is another path (folding a loop into a ``while_loop`` is not done).
+* A folded Python loop (:mod:`.loops`) is one ``while_loop``: its variables start from
+  the loop node's inputs, its body is one iteration's ops, and its predicate is a
+  ``_Recv`` in the loop's frame that Python feeds once per iteration (true when it
+  starts an iteration, false when it leaves the loop), so the trip count is fed and
+  any trip count runs on the same graph. A value fed every iteration (a loop index)
+  is a ``_Recv`` in the body; the rendezvous key of each iteration carries
+  ``(frame name, iteration)``. The loop node's outputs are its variables' exits.
+* A ``GradientTape.gradient`` recorded as one node (:data:`~.trace.GRADIENT_OP`) is
+  ``df.gradients`` of its targets with respect to its sources on the generated graph,
+  through folded loops as through any ``while_loop``.
+Loops that do not fold are unrolled: each iteration's ops are nodes of their own, and
+a step with another trip count is another path.
 
 >>> from dataflow.tracer.trace_graph import TraceGraph
 >>> from dataflow.tracer.trace import TraceRecorder
@@ -55,7 +65,12 @@ from ..runtime.kernel_resolver import KernelResolver
 from ..runtime.partitioned import transfer_keys
 from ..runtime.plan import build_plan
 from ..runtime.session import ConfigProto
+from ..autodiff.gradients import gradients as _gradients
+from ..control_flow.while_loop import while_loop as _while_loop
+from ..framework.convert import convert_to_tensor
 from .case_assignment import assign_cases
+from .loops import LOOP_OP
+from .trace import GRADIENT_OP
 from .trace_graph import END, START, TraceGraph
 
 __all__ = ["StepGraph", "generate", "PYTHON_DEVICE", "GRAPH_DEVICE"]
@@ -85,6 +100,9 @@ class StepGraph:
         self.fetch_keys: dict = {}
         self.written: set = set()
         self.dynamic: set = set()    # (node, output) whose shape depends on values
+        # Folded loop node id -> (frame name, predicate tensor name, {(body op, input):
+        # tensor name of a per-iteration feed}); the keys add ``((frame, iteration),)``.
+        self.loop_keys: dict = {}
 
 
 def _key(src, dst, name):
@@ -160,9 +178,23 @@ def _build_case_selects(g, step, switch_cases):
     return pivots
 
 
+class _Group:
+    """A loop or gradient node in the generated graph: its output tensors and an op that
+    runs after all of them (the target of control edges that order variables)."""
+
+    __slots__ = ("outputs", "done")
+
+    def __init__(self, g, name, outputs):
+        self.outputs = outputs
+        self.done = g.create_op("NoOp", [], name=name)
+        for t in outputs:
+            if t is not None:
+                self.done._add_control_input(t.op)
+
+
 def _build_nodes(g, step, tg, order, pivots):
     handles: dict = {}      # variable name -> graph VarHandleOp output
-    built: dict = {}        # node id -> graph op
+    built: dict = {}        # node id -> graph op (a _Group for loops and gradients)
     sends: dict = {}        # (node id, k) -> its Output Fetching (a _Send), then the
     #                         ControlTrigger after it once a feed needs one
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
@@ -184,13 +216,20 @@ def _build_nodes(g, step, tg, order, pivots):
                 step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
                 feeds.append(recv)
                 inputs.append(recv.outputs[0])
-        op = g.create_op(node.op_type, inputs, dict(node.attrs),
-                         name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
-        built[v] = op
-        _note_dynamic_shapes(step, v, op)
         pivot = pivots.get(v)
+        group = node.op_type in (LOOP_OP, GRADIENT_OP)
+        if node.op_type == LOOP_OP:
+            op = _build_loop(g, step, v, node, inputs, pivot)
+        elif node.op_type == GRADIENT_OP:
+            op = _build_gradient(g, v, node, inputs, pivot)
+        else:
+            op = g.create_op(node.op_type, inputs, dict(node.attrs),
+                             name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
+            _note_dynamic_shapes(step, v, op)
+            if pivot is not None:
+                op._add_control_input(pivot)
+        built[v] = op
         if pivot is not None:
-            op._add_control_input(pivot)
             for recv in feeds:
                 recv._add_control_input(pivot)
         # The seed's deadlock rule: a feed waits for the fetches Python made before it.
@@ -203,9 +242,13 @@ def _build_nodes(g, step, tg, order, pivots):
                 for recv in feeds:
                     recv._add_control_input(done)
         earlier = anc[v]
-        for name in node.variables():
+        # A gradient node reads no variable (its sources are the variables' reads); a
+        # loop reads the variables of its body, none written before it in the step.
+        names = () if node.op_type == GRADIENT_OP else node.variables()
+        for name in names:
             for u in var_ops.get(name, ()):
-                if (earlier >> u & 1) and (node.writes or tg.nodes[u].writes):
+                if (not group and (earlier >> u & 1)
+                        and (node.writes or tg.nodes[u].writes)):
                     op._add_control_input(_trigger(g, triggers, built, u))
             var_ops.setdefault(name, []).append(v)
             if node.writes:
@@ -220,6 +263,86 @@ def _build_nodes(g, step, tg, order, pivots):
                 "tensor_name": name}, name=name)
             step.fetch_keys[(v, k)] = _key(GRAPH_DEVICE, PYTHON_DEVICE, name)
             sends[(v, k)] = send
+
+
+def _build_loop(g, step, v, node, ext, pivot):
+    """The ``while_loop`` of folded loop node ``v`` (see the module docstring). Loop
+    variable 0 counts iterations; it starts behind the case pivot, so a loop whose case
+    is not taken is dead from its first Merge on (its predicate is never awaited)."""
+    spec = node.attrs["loop"]
+    with g.control_dependencies([pivot] if pivot is not None else None):
+        start = g.create_op("Const", [], {"value": np.int32(0), "dtype": _dtypes.int32},
+                            name=f"loop_{v}/start").outputs[0]
+    initial = [start]
+    for j, k, init in spec.variables:
+        if init[0] == "x":
+            initial.append(ext[init[1]])
+        else:   # only read after the loop: the first iteration overwrites it
+            dtype, shape = spec.body[j].out_specs[k]
+            initial.append(g.create_op(
+                "Const", [], {"value": np.zeros(shape.as_list(), dtype.as_numpy_dtype),
+                              "dtype": dtype}, name=f"loop_{v}/zeros_{j}_{k}").outputs[0])
+    invariants = [TensorShape([])] + [spec.body[j].out_specs[k][1]
+                                      for j, k, _ in spec.variables]
+    predicate = f"loop_{v}_go"
+    body_feeds: dict = {}
+    frame: list = []
+
+    def cond(*_):
+        frame.append(g._get_control_flow_context().name)
+        return _recv(g, predicate, _dtypes.bool, TensorShape([])).outputs[0]
+
+    def body(count, *variables):
+        made = []
+        for j, b in enumerate(spec.body):
+            inputs = []
+            for q, src in enumerate(b.inputs):
+                kind = src[0]
+                if kind == "b":
+                    inputs.append(made[src[1]].outputs[src[2]])
+                elif kind == "c":
+                    inputs.append(variables[src[1]])
+                elif kind == "x":
+                    inputs.append(ext[src[1]])
+                else:
+                    dtype, shape = b.feed_specs[q]
+                    name = f"feed_{v}_{j}_{q}"
+                    body_feeds[(j, q)] = name
+                    inputs.append(_recv(g, name, dtype, TensorShape(shape)).outputs[0])
+            op = g.create_op(b.op_type, inputs, dict(b.attrs), name=f"n{v}_{j}_{b.op_type}",
+                             output_specs=list(b.out_specs))
+            _note_dynamic_shapes(step, (v, j), op)
+            made.append(op)
+        one = g.create_op("Const", [], {"value": np.int32(1), "dtype": _dtypes.int32},
+                          name=f"loop_{v}/one").outputs[0]
+        nxt = g.create_op("AddV2", [count, one], name=f"loop_{v}/count").outputs[0]
+        return [nxt] + [made[j].outputs[k] for j, k, _ in spec.variables]
+
+    exits = _while_loop(cond, body, initial, shape_invariants=invariants,
+                        name=f"loop_{v}")
+    step.loop_keys[v] = (frame[0], predicate, body_feeds)
+    return _Group(g, f"loop_{v}/done", list(exits[1:]))
+
+
+def _build_gradient(g, v, node, inputs, pivot):
+    """``df.gradients`` for gradient node ``v``: targets, sources and output gradients
+    are its inputs; its outputs the gradients the tape gave (None ones left out)."""
+    n_targets, n_sources = node.attrs["targets"], node.attrs["sources"]
+    targets = inputs[:n_targets]
+    sources = inputs[n_targets:n_targets + n_sources]
+    grad_ys = inputs[n_targets + n_sources:] or None
+    grads = _gradients(targets, sources, grad_ys=grad_ys, name=f"gradient_{v}")
+    outputs = []
+    for s, (grad, spec) in enumerate(zip(grads, node.out_specs)):
+        if spec is None:
+            continue
+        if grad is None:
+            raise ValueError(f"df.function: gradient node {v} found no path to source {s} "
+                             "that the tape differentiated")
+        with g.control_dependencies([pivot] if pivot is not None else None):
+            outputs.append(g.create_op("Identity", [convert_to_tensor(grad)],
+                                       name=f"gradient_{v}/out_{s}").outputs[0])
+    return _Group(g, f"gradient_{v}/done", outputs)
 
 
 def _note_dynamic_shapes(step, v, op):
@@ -252,7 +375,8 @@ def _trigger(g, triggers, built, u):
     ct = triggers.get(u)
     if ct is None:
         ct = triggers[u] = g.create_op("ControlTrigger", [], name=f"n{u}/done")
-        ct._add_control_input(built[u])
+        op = built[u]
+        ct._add_control_input(op.done if type(op) is _Group else op)
     return ct
 
 

@@ -108,6 +108,9 @@ class Function:
         recorder = TraceRecorder(Locator())
         _eager.RECORDERS.append(recorder.record)
         previous = _eager.set_dispatcher(_tracing_dispatch)
+        previous_runner = _tape.GRADIENT_RUNNER[0]
+        # A tape's gradient is recorded as one node when the graph can compute it.
+        _tape.GRADIENT_RUNNER[0] = functools.partial(_trace_gradient, recorder)
         try:
             result = self._call(recorder.locator, args, kwargs)
         except BaseException:
@@ -115,6 +118,7 @@ class Function:
             raise
         finally:
             _eager.set_dispatcher(previous)
+            _tape.GRADIENT_RUNNER[0] = previous_runner
             _remove(_eager.RECORDERS, recorder.record)
         self.stats["eager_steps"] += 1
         self._tracing_calls += 1
@@ -189,6 +193,11 @@ def _tracing_dispatch(graph, op_type, inputs, attrs=None, name=None, output_spec
     if op_type == "StridedSlice":
         inputs, attrs = feed_slice_bounds(op_type, inputs, attrs)
     return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
+
+
+def _trace_gradient(recorder, tape, targets, sources, output_gradients):
+    return recorder.record_gradient(tape, targets, sources, output_gradients,
+                                    tape._eager_gradients)
 
 
 def _remove(hooks, fn):
