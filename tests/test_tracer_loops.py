@@ -269,3 +269,32 @@ def test_a_fallback_inside_a_folded_loop_runs_everything_once(rng, capsys):
     # that path again: the fallback's trace, folded with the known body, merged it.
     assert step.stats["fallbacks"] == 1 and step.stats["graph_steps"] == 3
     assert "loop" not in "".join(step.fallback_reasons)
+
+
+def test_a_folded_loop_in_a_case_not_taken_is_dead_and_never_waited_for(rng):
+    xs = [rng.standard_normal((n, 3)).astype(np.float32) for n in (4, 5, 3, 6, 2, 5, 4, 3)]
+    branches = [True, False, True, False, False, True, True, False]
+
+    h0 = rng.standard_normal(3).astype(np.float32)
+
+    def step(x, loop):
+        h = df.tanh(df.constant(h0))      # x's length varies: only the loop reads x
+        if loop:                          # a Python branch: a Switch-Case in the graph
+            for t in range(x.shape[0]):
+                h = df.tanh(h * x[t])
+        else:
+            h = h * 3.0
+        return h
+
+    def run(mode):
+        with df.eager_mode():
+            f = df.function(step, mode=mode)
+            return [f(df.constant(x), b).numpy() for x, b in zip(xs, branches)], f
+
+    want, _ = run("eager")
+    got, f = test_tracer._no_hang(lambda: run("graph"))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # Both branches were traced first; every later step, either branch, runs on the graph.
+    assert f.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
+    assert LOOP_OP in _node_types(f)

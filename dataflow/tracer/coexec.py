@@ -9,6 +9,14 @@ and the op's fed inputs. The graph runs on its own thread meanwhile, out of orde
 the runtime's executor; reading a handle's value (``.numpy()``, ``bool``, printing, a
 stateful op run in Python) receives its Output Fetching from the rendezvous.
 
+A folded loop (:mod:`.loops`) is matched op by op too: each Python iteration's ops
+against the loop's body, with handles that name the iteration. Entering the loop and
+starting each iteration sends its predicate (true) keyed by ``(frame, iteration)``, with
+the values fed that iteration (the loop index); the first op after the loop sends it
+false, and the last iteration's handles become the loop node's outputs. A
+``GradientTape.gradient`` recorded as one node is matched as one op: its handles are the
+graph's ``df.gradients`` outputs.
+
 A step that leaves the known paths (an op the graph does not have, a value read that
 the graph does not send, a path that ends early) *falls back*: the graph step is
 cancelled and joined, variables the graph may have written are restored from the

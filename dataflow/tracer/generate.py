@@ -62,6 +62,7 @@ from ..framework.graph import Graph
 from ..framework.tensor_shape import TensorShape
 from ..runtime.device_set import DeviceSet
 from ..runtime.kernel_resolver import KernelResolver
+from ..runtime.loop_hook import attach_loop_compiler, compile_loops_mode
 from ..runtime.partitioned import transfer_keys
 from ..runtime.plan import build_plan
 from ..runtime.session import ConfigProto
@@ -142,6 +143,11 @@ def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
     plan = build_plan(g, [], g.get_operations(), [], resolver.kernel_for,
                       fuse_elementwise=config.fuse_elementwise)
     plan.transfers = transfer_keys(plan)
+    # Folded loops and their gradient loops: the loop compiler takes the frames it can
+    # (a frame with a _Recv from Python, a folded loop's own, runs interpreted).
+    attach_loop_compiler(plan, [], [op for op in g.get_operations()
+                                    if op._control_flow_context is None], [],
+                         compile_loops_mode(config.compile_loops))
     step.plan = plan
     return step
 
