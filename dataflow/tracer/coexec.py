@@ -39,10 +39,10 @@ from .. import dtypes as _dtypes
 from .. import errors
 from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
+from ..autodiff import tape as _tape
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
 from .location import _IN_LIBRARY, Locator, _in_library
-from ..autodiff import tape as _tape
 from .generate import GRAPH_DEVICE, PYTHON_DEVICE
 from .trace import (GRADIENT_OP, TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs,
                     gradient_between, is_recorded, variable_name)
@@ -220,7 +220,7 @@ class CoRun:
         self._last_op = None             # id of the op dispatch matched last
         self.reason = None           # why the step fell back (a short text), if it did
         # Folded loops: [loop node, spec, next body op, iteration] while Python runs
-        # one; where each body op ran; and the gradients matched as one node.
+        # one, the loop invariants it fed, and where each body op ran (for a replay).
         self._loop = None
         self._loop_fed: dict = {}
         self._loop_entries = tg.loop_entries
@@ -371,6 +371,8 @@ class CoRun:
     def gradient(self, tape, targets, sources, output_gradients):
         """``tape``'s gradients (installed as the autodiff layer's ``GRADIENT_RUNNER``).
 
+        A gradient the trace recorded as one node is matched as one
+        (:meth:`_match_gradient`): the graph computes it. Otherwise:
         The gradient ops follow from the ops on the tape, the targets and the sources
         alone: registered gradient functions see an op's type, attributes, dtypes and
         shapes, never values (``df.gradients`` runs the same functions on a graph). So

@@ -71,7 +71,7 @@ from ..control_flow.while_loop import while_loop as _while_loop
 from ..framework.convert import convert_to_tensor
 from .case_assignment import assign_cases
 from .loops import LOOP_OP
-from .trace import GRADIENT_OP
+from .trace import GRADIENT_OP, VARIABLE_OPS, is_recorded
 from .trace_graph import END, START, TraceGraph
 
 __all__ = ["StepGraph", "generate", "PYTHON_DEVICE", "GRAPH_DEVICE"]
@@ -293,6 +293,7 @@ def _build_loop(g, step, v, node, ext, pivot):
     predicate = f"loop_{v}_go"
     body_feeds: dict = {}
     frame: list = []
+    hoisted = _build_invariants(g, v, spec, ext, pivot)
 
     def cond(*_):
         frame.append(g._get_control_flow_context().name)
@@ -301,6 +302,9 @@ def _build_loop(g, step, v, node, ext, pivot):
     def body(count, *variables):
         made = []
         for j, b in enumerate(spec.body):
+            if j in hoisted:
+                made.append(hoisted[j])
+                continue
             inputs = []
             for q, src in enumerate(b.inputs):
                 kind = src[0]
@@ -327,7 +331,34 @@ def _build_loop(g, step, v, node, ext, pivot):
     exits = _while_loop(cond, body, initial, shape_invariants=invariants,
                         name=f"loop_{v}")
     step.loop_keys[v] = (frame[0], predicate, body_feeds)
-    return _Group(g, f"loop_{v}/done", list(exits[1:]))
+    for j, op in hoisted.items():
+        _note_dynamic_shapes(step, (v, j), op)
+    group = _Group(g, f"loop_{v}/done", list(exits[1:]))
+    for op in hoisted.values():     # later variable writes wait for the hoisted reads
+        group.done._add_control_input(op)
+    return group
+
+
+def _build_invariants(g, v, spec, ext, pivot) -> dict:
+    """Body ops computed from loop invariants only (a variable's read: the body writes
+    no variable), built once before the loop instead of in every iteration: body op
+    index -> op. The loop then captures their values, and its gradient loop reads them
+    as invariants instead of popping one copy per iteration from a stack."""
+    hoisted: dict = {}
+    for j, b in enumerate(spec.body):
+        if not b.inputs or not (b.op_type == "ReadVariableOp" or is_recorded(b.op_type)
+                                and b.op_type not in VARIABLE_OPS):
+            continue
+        if not all(src[0] == "x" or (src[0] == "b" and src[1] in hoisted)
+                   for src in b.inputs):
+            continue
+        inputs = [ext[src[1]] if src[0] == "x" else hoisted[src[1]].outputs[src[2]]
+                  for src in b.inputs]
+        with g.control_dependencies([pivot] if pivot is not None else None):
+            hoisted[j] = g.create_op(b.op_type, inputs, dict(b.attrs),
+                                     name=f"n{v}_{j}_{b.op_type}",
+                                     output_specs=list(b.out_specs))
+    return hoisted
 
 
 def _build_gradient(g, v, node, inputs, pivot):
