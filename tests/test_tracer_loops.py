@@ -298,3 +298,33 @@ def test_a_folded_loop_in_a_case_not_taken_is_dead_and_never_waited_for(rng):
     # Both branches were traced first; every later step, either branch, runs on the graph.
     assert f.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
     assert LOOP_OP in _node_types(f)
+
+
+def test_leaving_a_folded_loop_mid_iteration_falls_back_with_eager_results(rng):
+    xs = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(7)]
+    stops = [None, None, None, 2, None, 3, None]
+    h0 = rng.standard_normal(3).astype(np.float32)
+
+    def step(x, stop):
+        h = df.tanh(df.constant(h0))
+        for t in range(x.shape[0]):
+            h = df.tanh(h * x[t])
+            if t == stop:
+                break                     # leaves the loop in the middle of an iteration
+            h = h + 1.0
+        return h
+
+    def run(mode):
+        with df.eager_mode():
+            f = df.function(step, mode=mode)
+            return [f(df.constant(x), s).numpy() for x, s in zip(xs, stops)], f
+
+    want, _ = run("eager")
+    got, f = test_tracer._no_hang(lambda: run("graph"))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # The graph's loop runs whole iterations: a step that leaves the loop between two
+    # ops of its body falls back (every time); the other steps run on the graph, whose
+    # loop goes first when a step could also be on such a step's path.
+    assert f.stats["fallbacks"] == 2 and f.stats["graph_steps"] == 3
+    assert all("middle of an iteration" in r for r in f.fallback_reasons)

@@ -321,11 +321,16 @@ class CoRun:
                 attrs_key = ()
             nid = succ.get(node_key(op_type, attrs_key, location, tuple(wiring),
                                     tuple(feed_specs)))
-        if nid is None and (self._loop is not None or cur in self._loop_entries):
+        in_loop = self._loop is not None
+        if in_loop or (nid is None and cur in self._loop_entries):
+            # Inside a folded loop the loop decides first: its next op, its next
+            # iteration, or leaving it (then the op is matched after the loop node).
             got = self._loop_dispatch(graph, op_type, inputs, attrs, name, output_specs,
                                       location, wiring, feed_specs, fed)
             if got is not None or self.recorder is not None:
                 return got
+            if in_loop:
+                nid = None
         if nid is None:
             self._fallback(f"new op {op_type} after node {cur}")
             # The new op runs now, recorded at the location just computed.

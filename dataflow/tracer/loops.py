@@ -31,7 +31,10 @@ the middle of the loop would have to come back per iteration (the loops of the
 programs here never read one: their bodies only compute), and a value used after the
 loop from an iteration other than the last would have to be kept per iteration; ops
 whose inputs come from anywhere else have no single body to fold into. Loops that do
-not qualify are unrolled, as before: one path per trip count.
+not qualify are unrolled, as before: one path per trip count. The graph's loop runs
+whole iterations, so a step that leaves a folded loop between two ops of its body (a
+``break`` in the middle) falls back; while Python runs a folded loop, its next
+iteration is preferred to any other path that starts with the same op.
 
 >>> def op(t, stack, n, inputs):
 ...     return TraceOp(t, {}, (), (stack, n), inputs, (None,) * len(inputs),
