@@ -328,3 +328,32 @@ def test_leaving_a_folded_loop_mid_iteration_falls_back_with_eager_results(rng):
     # loop goes first when a step could also be on such a step's path.
     assert f.stats["fallbacks"] == 2 and f.stats["graph_steps"] == 3
     assert all("middle of an iteration" in r for r in f.fallback_reasons)
+
+
+def test_folded_loops_under_random_executor_orders_never_hang(rng):
+    data = [(rng.standard_normal((2, n, 3)).astype(np.float32), n) for n in (3, 4, 2, 5, 3)]
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+
+    seen = []
+
+    def step(xs, w):
+        h = df.zeros([2, 3])
+        scale = df.reduce_sum(w)
+        for t in range(xs.shape[1]):
+            h = df.tanh(df.matmul(xs[:, t], w) + h)
+            if t == 1:      # Python reads a value made before the loop, mid-loop
+                seen.append(float(scale))
+        return df.reduce_sum(h)
+
+    def run(mode, seed=None):
+        with df.eager_mode():
+            f = df.function(step, mode=mode, ready_order_seed=seed)
+            w_t = df.constant(w)
+            return [float(f(df.constant(x), w_t)) for x, _ in data], f
+
+    want, _ = run("eager")
+    for seed in range(6):
+        got, f = test_tracer._no_hang(lambda: run("graph", seed))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert f.stats["graph_steps"] == 3 and LOOP_OP in _node_types(f)
+    assert len(seen) == 7 * len(data) and len(set(seen)) == 1
