@@ -5,21 +5,25 @@ set_dispatcher`) by :meth:`CoRun.dispatch`. Each op the program asks for is matc
 against the TraceGraph: from the node matched last, the successor with the same node
 key. A match returns an op whose outputs are :class:`Handle` s (placeholders that hold no
 value yet) and sends, on the step's rendezvous, the Case Selects of the edge just taken
-and the op's fed inputs. The graph runs on its own thread meanwhile, out of order, on
-the runtime's executor; reading a handle's value (``.numpy()``, ``bool``, printing, a
-stateful op run in Python) receives its Output Fetching from the rendezvous.
+and the op's fed inputs. The graph runs the step out of order on the runtime's
+executor, advanced on this thread (see the last paragraph); reading a handle's value
+(``.numpy()``, ``bool``, printing, a stateful op run in Python) receives its Output
+Fetching from the rendezvous.
 
 A folded loop (:mod:`.loops`) is matched op by op too: each Python iteration's ops
 against the loop's body, with handles that name the iteration. Entering the loop and
 starting each iteration sends its predicate (true) keyed by ``(frame, iteration)``, with
 the values fed that iteration (the loop index); the first op after the loop sends it
-false, and the last iteration's handles become the loop node's outputs. A
+false, and the last iteration's handles become the loop node's outputs. The graph's
+``while_loop`` consumes those per-iteration values whenever the graph is advanced (a
+value read after the loop, or the end of the step): Python never waits inside a folded
+loop, since reading a body value there leaves the loop (:meth:`CoRun.fetch`). A
 ``GradientTape.gradient`` recorded as one node is matched as one op: its handles are the
 graph's ``df.gradients`` outputs.
 
 A step that leaves the known paths (an op the graph does not have, a value read that
 the graph does not send, a path that ends early) *falls back*: the graph step is
-cancelled and joined, variables the graph may have written are restored from the
+cancelled, variables the graph may have written are restored from the
 checkpoint taken at the start of the step, the ops matched so far are re-run eagerly
 (stateful ops outside the graph, such as prints, ran once in Python and are not re-run),
 the handles get their values, and the step goes on imperatively while a recorder

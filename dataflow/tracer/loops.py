@@ -26,8 +26,9 @@ already folded in an earlier trace) in which
   contains no ``GradientTape.gradient`` (the gradient of a folded loop is computed
   through the ``while_loop`` by ``df.gradients``).
 
-Why these rules: the graph runs the loop ahead of Python, so a value Python needs in
-the middle of the loop would have to come back per iteration (the loops of the
+Why these rules: Python feeds the loop's iterations first and the graph runs them
+after (when Python next reads a value, or at the end of the step), so a value Python
+needs in the middle of the loop would have to come back per iteration (the loops of the
 programs here never read one: their bodies only compute), and a value used after the
 loop from an iteration other than the last would have to be kept per iteration; ops
 whose inputs come from anywhere else have no single body to fold into. Loops that do
