@@ -357,3 +357,42 @@ def test_folded_loops_under_random_executor_orders_never_hang(rng):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         assert f.stats["graph_steps"] == 3 and LOOP_OP in _node_types(f)
     assert len(seen) == 7 * len(data) and len(set(seen)) == 1
+
+
+def test_a_gradient_recorded_op_by_op_is_not_folded_and_comes_from_the_memo(
+        rng, monkeypatch):
+    """An embedding's gradient is IndexedSlices, so the tape's gradient is recorded op
+    by op. A division's gradient divides by the divisor twice in a row (``-x / y / y``):
+    two alike ops, the second fed by the first, at one call site, which are no Python
+    loop. They stay unfolded, so later steps take the gradient from the memo (a folded
+    run would run the gradient functions in Python every step)."""
+    table0 = rng.standard_normal((10, 4)).astype(np.float32)
+    ids = [rng.integers(0, 10, 6).astype(np.int32) for _ in range(7)]
+    scale = rng.uniform(1.0, 2.0, (6, 4)).astype(np.float32)
+
+    def run(mode):
+        with df.eager_mode():
+            table = df.Variable(table0)
+
+            def step(i):
+                with df.GradientTape() as tape:
+                    h = df.nn.embedding_lookup(table, i) / scale
+                    loss = df.reduce_sum(df.square(h))
+                g = tape.gradient(loss, table)
+                table.assign_sub(0.1 * df.convert_to_tensor(g))
+                return loss
+
+            f = df.function(step, mode=mode)
+            losses = [float(f(df.constant(i))) for i in ids]
+            return losses, table.numpy(), f
+
+    want, want_table, _ = run("eager")
+    hits = test_tracer._count_memo_hits(monkeypatch)
+    got, table, f = run("graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(table, want_table, rtol=1e-5, atol=1e-6)
+    assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 5, "eager_steps": 2}
+    types = _node_types(f)
+    # One forward division and three in its gradient (g / y, -x / y, then / y).
+    assert types.count("RealDiv") == 4 and LOOP_OP not in types and GRADIENT_OP not in types
+    assert hits[0] == 4                      # every graph step after the first

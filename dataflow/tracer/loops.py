@@ -24,7 +24,9 @@ already folded in an earlier trace) in which
   iteration (a list of per-step outputs used after the loop, ``print`` in the body);
 * the body writes no variable and reads none written earlier in the step, and
   contains no ``GradientTape.gradient`` (the gradient of a folded loop is computed
-  through the ``while_loop`` by ``df.gradients``).
+  through the ``while_loop`` by ``df.gradients``); the ops of a gradient recorded op
+  by op (an ``IndexedSlices`` one) are never folded either: their repeats (one layer's
+  gradient after another's) are no Python loop.
 
 Why these rules: Python feeds the loop's iterations first and the graph runs them
 after (when Python next reads a value, or at the end of the step), so a value Python
@@ -124,10 +126,11 @@ def fold_loops(trace: Trace, known: dict) -> Trace:
     ops = list(trace.ops)
     reads, alive, shape_reads = dict(trace.reads), set(trace.alive), dict(trace.shape_reads)
     written_before = _writes_before(ops)
+    avoid = frozenset(getattr(trace, "gradient_stacks", ()))
     folded_any = False
     s = 0
     while s < len(ops):
-        found = _find_loop(ops, s, known, reads, alive, shape_reads, written_before)
+        found = _find_loop(ops, s, known, reads, alive, shape_reads, written_before, avoid)
         if found is None:
             s += 1
             continue
@@ -143,6 +146,7 @@ def fold_loops(trace: Trace, known: dict) -> Trace:
     new.ops = ops
     new.reads, new.alive, new.shape_reads = reads, alive, shape_reads
     new.variables, new.created = trace.variables, trace.created
+    new.gradient_stacks = trace.gradient_stacks
     return new
 
 
@@ -157,11 +161,12 @@ def _writes_before(ops) -> list:
     return result
 
 
-def _find_loop(ops, s, known, reads, alive, shape_reads, written_before):
+def _find_loop(ops, s, known, reads, alive, shape_reads, written_before, avoid):
     """The loop starting at ``s``: ``(loop op, end, out_of)`` (``out_of`` maps an
-    output ``(i, k)`` of the last iteration to the loop op's output), or None."""
+    output ``(i, k)`` of the last iteration to the loop op's output), or None. No op
+    of a body may be at a call site in ``avoid`` (a gradient computed op by op)."""
     first = ops[s]
-    if first.op_type in (GRADIENT_OP, LOOP_OP):
+    if first.op_type in (GRADIENT_OP, LOOP_OP) or first.location[0] in avoid:
         return None
     for spec in known.values():
         if spec.body[0].key[:3] == (first.op_type, first.attrs_key, first.location[0]):
@@ -180,7 +185,7 @@ def _find_loop(ops, s, known, reads, alive, shape_reads, written_before):
     while s + (trips + 1) * period <= n and all(
             _same(_sig(ops[s + trips * period + j]), _sig(ops[s + j])) for j in range(period)):
         trips += 1
-    if trips < 2:
+    if trips < 2 or any(ops[s + j].location[0] in avoid for j in range(period)):
         return None
     return _fold(ops, s, period, trips, reads, alive, shape_reads, written_before)
 

@@ -147,6 +147,9 @@ class Trace:
         self.alive: set = set()
         self.variables: dict = {}    # name -> the variable's handle (an EagerTensor)
         self.created: set = set()
+        # Call sites of gradients recorded op by op: their repeated ops (one dense
+        # layer's gradient after another's) are no Python loop, so none is folded.
+        self.gradient_stacks: set = set()
 
     @property
     def fetched(self) -> set:
@@ -370,7 +373,7 @@ class TraceRecorder:
             return compute(targets, sources, output_gradients)
         wiring = self._gradient_wiring(tape, targets, sources, output_gradients)
         if wiring is None:
-            return compute(targets, sources, output_gradients)
+            return self._gradient_op_by_op(compute, targets, sources, output_gradients)
         inputs, feed_specs, source_refs, target_ops = wiring
         hooks = _eager.RECORDERS
         saved = list(hooks)
@@ -390,7 +393,7 @@ class TraceRecorder:
                for g, c in zip(grads, connected)):
             # The tape and df.gradients would disagree (an unwatched source): record the
             # gradient's ops one by one instead (they are pure: computing twice is safe).
-            return compute(targets, sources, output_gradients)
+            return self._gradient_op_by_op(compute, targets, sources, output_gradients)
         location = self._replay_location
         if location is None:
             location = self.locator.here()
@@ -411,6 +414,15 @@ class TraceRecorder:
             k += 1
         ops.append(TraceOp(GRADIENT_OP, attrs, freeze_attrs(attrs), location, tuple(inputs),
                            tuple(feed_specs), tuple(out_specs), "gradient"))
+        return grads
+
+    def _gradient_op_by_op(self, compute, targets, sources, output_gradients):
+        """``compute``'s gradients with their ops recorded one by one, their call sites
+        noted in ``Trace.gradient_stacks`` (kept out of loop folding: a gradient's
+        ops computed op by op are also what the skeleton's gradient memo replays)."""
+        start = len(self.trace.ops)
+        grads = compute(targets, sources, output_gradients)
+        self.trace.gradient_stacks.update(op.location[0] for op in self.trace.ops[start:])
         return grads
 
     def _gradient_wiring(self, tape, targets, sources, output_gradients):
