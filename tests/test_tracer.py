@@ -79,13 +79,16 @@ def test_same_op_in_two_loop_iterations_is_two_nodes_and_repeats_merge():
 
     with df.eager_mode():
         x = df.constant(1.0)
-    tg = TraceGraph()
-    assert tg.merge(_trace(step, x))
-    locations = [n.location for n in tg.nodes]
-    assert len(tg.nodes) == 3 and [loc[1] for loc in locations] == [0, 1, 2]
+    trace = _trace(step, x)
+    locations = [op.location for op in trace.ops]
+    assert len(trace.ops) == 3 and [loc[1] for loc in locations] == [0, 1, 2]
     assert len({loc[0] for loc in locations}) == 1          # one call site
+    tg = TraceGraph()
+    assert tg.merge(trace)
+    # The three iterations trace alike: merged, they are one folded loop node.
+    assert [n.op_type for n in tg.nodes] == ["FoldedLoop"]
     assert not tg.merge(_trace(step, x))                      # the same trace again
-    assert len(tg.nodes) == 3 and tg.num_traces == 1
+    assert len(tg.nodes) == 1 and tg.num_traces == 1
 
 
 def test_different_attributes_are_different_nodes():
@@ -704,11 +707,28 @@ def test_a_kernel_error_in_the_graph_step_is_raised_as_eager_raises_it():
     assert f.stats["fallbacks"] == 1 and f.stats["graph_steps"] == 2
 
 
-# -- the skeleton takes a GradientTape's gradient from its memo ----------------------------------
+# -- the skeleton matches a GradientTape's gradient as one node ---------------------------------
+
+def _count_gradient_nodes(monkeypatch):
+    """How many gradients the skeleton matched as one gradient node (computed by the
+    graph's ``df.gradients``, without running the gradient functions in Python)."""
+    from dataflow.tracer.coexec import CoRun
+    hits = [0]
+    original = CoRun._match_gradient
+
+    def counting(self, *args):
+        grads = original(self, *args)
+        hits[0] += grads is not None
+        return grads
+
+    monkeypatch.setattr(CoRun, "_match_gradient", counting)
+    return hits
+
 
 def _count_memo_hits(monkeypatch):
-    """How many gradients the skeleton took from its memo (without running the gradient
-    functions). The counter wraps the memo replay, which dispatches no op: a wrapper
+    """How many gradients the skeleton took from its memo (a gradient not recorded as
+    one node: IndexedSlices, or ops not all recorded), without running the gradient
+    functions. The counter wraps the memo replay, which dispatches no op: a wrapper
     around the gradient functions would be a user frame in the ops' locations."""
     from dataflow.tracer.coexec import CoRun
     hits = [0]
@@ -761,68 +781,67 @@ def _assert_same_run(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_a_matched_gradient_is_taken_from_the_memo_and_equals_eager(rng, monkeypatch):
+def test_a_gradient_matched_as_one_node_equals_eager(rng, monkeypatch):
     xs, ys = _batches(rng, 8)
     want, _, want_vars = _train("eager", xs, ys)
-    hits = _count_memo_hits(monkeypatch)
+    hits = _count_gradient_nodes(monkeypatch)
     got, step, got_vars = _train("graph", xs, ys)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for g, w in zip(got_vars, want_vars):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
     assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
-    # Two tracing steps and the first graph step run the gradient functions; the five
-    # graph steps after it match the same gradient nodes from the memo.
-    assert hits[0] == 5
+    # The tracing steps recorded the gradient as one node; every graph step matches it.
+    assert hits[0] == 6
 
 
-def test_a_changed_python_value_after_a_memo_match_is_fed_anew(rng, monkeypatch):
+def test_a_changed_python_value_before_a_gradient_node_is_fed_anew(rng, monkeypatch):
     wv = rng.standard_normal((4, 3)).astype(np.float32)
     batches = [(rng.standard_normal((5, 4)).astype(np.float32), float(s), True)
                for s in rng.uniform(0.5, 2.0, 8)]
     want, _, want_w = _scaled_run("eager", wv, batches)
-    hits = _count_memo_hits(monkeypatch)
+    hits = _count_gradient_nodes(monkeypatch)
     got, step, got_w = _scaled_run("graph", wv, batches)
     _assert_same_run(got, want)
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
     # No variable is created in the step: both tracing steps give the same trace.
     assert step.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
-    assert hits[0] == 5
+    assert hits[0] == 6
 
 
-def test_a_new_shape_or_new_sources_after_a_memo_match_fall_back_correctly(rng, monkeypatch):
+def test_a_new_shape_or_new_sources_of_a_gradient_node_fall_back_correctly(rng, monkeypatch):
     wv = rng.standard_normal((4, 3)).astype(np.float32)
 
     def batch(rows, both=True):
         return rng.standard_normal((rows, 4)).astype(np.float32), 1.5, both
 
-    # Steps 3-4 use the memo; step 5 has a new batch size (new forward nodes), step 6
-    # takes the gradient for one variable only (the same taped nodes, other sources),
-    # steps 7-10 repeat those on the regenerated graph (7-8 fill the memo again, 9-10
-    # use it).
+    # Steps 3-4 match the gradient node; step 5 has a new batch size (new forward
+    # nodes), step 6 takes the gradient for one variable only (the same taped nodes,
+    # other sources: another gradient node), steps 7-10 repeat those on the regenerated
+    # graph and match their gradient nodes.
     batches = [batch(5), batch(5), batch(5), batch(5), batch(7), batch(5, both=False),
                batch(7), batch(5, both=False), batch(7), batch(5, both=False)]
     want, _, want_w = _scaled_run("eager", wv, batches)
-    hits = _count_memo_hits(monkeypatch)
+    hits = _count_gradient_nodes(monkeypatch)
     got, step, got_w = _scaled_run("graph", wv, batches)
     _assert_same_run(got, want)
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
     assert step.stats == {"traces": 3, "fallbacks": 2, "graph_steps": 6, "eager_steps": 2}
-    assert hits[0] == 3
+    assert hits[0] == 6
 
 
-def test_a_fallback_after_a_memo_match_reruns_the_gradient_once(rng, monkeypatch):
+def test_a_fallback_after_a_gradient_node_reruns_the_gradient_once(rng, monkeypatch):
     wv = rng.standard_normal((4, 3)).astype(np.float32)
     batches = [(rng.standard_normal((5, 4)).astype(np.float32), 1.5, True, i == 4)
                for i in range(6)]
     want, _, want_w = _scaled_run("eager", wv, batches)
-    hits = _count_memo_hits(monkeypatch)
+    hits = _count_gradient_nodes(monkeypatch)
     got, step, got_w = _scaled_run("graph", wv, batches)
-    # Step 5 takes the gradient from the memo, then falls back at the new op after it:
-    # the matched ops, the memo's gradient nodes among them, are re-run once eagerly.
+    # Step 5 matches the gradient node, then falls back at the new op after it: the
+    # matched ops are re-run once eagerly, and the gradient from the re-run ops.
     _assert_same_run(got, want)
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
     assert step.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 3, "eager_steps": 2}
-    assert hits[0] == 2
+    assert hits[0] == 4
 
 
 def test_an_optimizer_update_comes_from_the_memo_until_its_learning_rate_changes(
@@ -842,29 +861,25 @@ def test_an_optimizer_update_comes_from_the_memo_until_its_learning_rate_changes
             return losses, step, [v.numpy() for v in model.variables]
 
     want, _, want_vars = train("eager")
-    taken = {"segments": 0, "gradients": 0}
-    take_segment, take_gradient = CoRun._take_segment, CoRun._take_gradient
+    taken = {"segments": 0}
+    take_segment = CoRun._take_segment
 
     def counting_segment(self, *args):
         taken["segments"] += 1
         return take_segment(self, *args)
 
-    def counting_gradient(self, *args):
-        taken["gradients"] += 1
-        return take_gradient(self, *args)
-
     monkeypatch.setattr(CoRun, "_take_segment", counting_segment)
-    monkeypatch.setattr(CoRun, "_take_gradient", counting_gradient)
+    gradient_nodes = _count_gradient_nodes(monkeypatch)
     got, step, got_vars = train("graph")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for g, w in zip(got_vars, want_vars):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
     assert step.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 6, "eager_steps": 2}
-    # Gradients: computed at step 3, from the memo at steps 4-8. Updates: computed at
-    # step 3, from the memo at step 4, computed again at step 5 (new learning rate: the
-    # same nodes, the new value fed), from the memo at steps 6-8.
-    assert taken["gradients"] == 5
-    assert taken["segments"] - taken["gradients"] == 4
+    # Gradients: one node, matched at every graph step. Updates: computed at step 3,
+    # from the memo at step 4, computed again at step 5 (new learning rate: the same
+    # nodes, the new value fed), from the memo at steps 6-8.
+    assert gradient_nodes[0] == 6
+    assert taken["segments"] == 4
 
 # -- fallbacks only on new paths (issue 11 §3: repeated fallbacks without a new trace) ------
 
@@ -982,9 +997,10 @@ class _ConvNet:
         return loss
 
 
-def test_conv_gradients_need_no_fetch_and_come_from_the_memo(rng, monkeypatch):
+def test_conv_gradients_need_no_fetch_and_are_one_gradient_node(rng, monkeypatch):
     """The shapes a conv gradient reads are inferred in Python from the fed sizes: no
-    Output Fetching mid-step, so the gradient is memoised; losses equal eager's."""
+    Output Fetching mid-step, and the dense gradient is one node the graph computes
+    (nothing from the memo); losses equal eager's."""
     from dataflow.tracer.coexec import CoRun
     batches = [(rng.standard_normal((5, 6, 6, 1)).astype(np.float32),
                 rng.integers(0, 3, 5).astype(np.int32)) for _ in range(7)]
@@ -998,6 +1014,7 @@ def test_conv_gradients_need_no_fetch_and_come_from_the_memo(rng, monkeypatch):
 
     want, _ = run("eager")
     hits = _count_memo_hits(monkeypatch)
+    nodes = _count_gradient_nodes(monkeypatch)
     fetched = []
     original = CoRun.fetch
     monkeypatch.setattr(CoRun, "fetch", lambda self, h: fetched.append(
@@ -1005,7 +1022,7 @@ def test_conv_gradients_need_no_fetch_and_come_from_the_memo(rng, monkeypatch):
     got, f = run("graph")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert f.stats == {"traces": 2, "fallbacks": 0, "graph_steps": 5, "eager_steps": 2}
-    assert hits[0] == 4                       # every graph step after the first
+    assert nodes[0] == 5 and hits[0] == 0     # every graph step matches the node
     # Only the returned losses (materialised at the end of each step) were fetched.
     assert len(fetched) == 5 and set(fetched) <= {"Mean"}, fetched
 
@@ -1033,12 +1050,15 @@ def test_an_embedding_gradient_comes_from_the_memo_as_indexed_slices(rng, monkey
 
     want, want_kinds, want_table, _ = run("eager")
     hits = _count_memo_hits(monkeypatch)
+    nodes = _count_gradient_nodes(monkeypatch)
     got, kinds, table, f = run("graph")
     assert kinds == want_kinds == {"IndexedSlices"}
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(table, want_table, rtol=1e-5, atol=1e-6)
     assert f.stats["fallbacks"] == 0 and f.stats["graph_steps"] == 5
-    assert hits[0] == 4
+    # Not dense, so not one gradient node: its ops are recorded one by one and every
+    # graph step after the first takes them from the memo.
+    assert hits[0] == 4 and nodes[0] == 0
 
 
 def test_shape_arithmetic_is_computed_in_python_and_needs_no_fetch(monkeypatch):
@@ -1136,11 +1156,12 @@ def test_the_graph_side_runs_inline_until_it_waits_for_a_feed():
     assert rv.poll(key(GRAPH_DEVICE, PYTHON_DEVICE, "a2b")) == (10.0, False)
 
 
-def test_shape_arithmetic_under_a_tape_keeps_the_gradient_memo(rng, monkeypatch):
+def test_shape_arithmetic_under_a_tape_keeps_the_gradient_one_node(rng, monkeypatch):
     """Folding a small integer op in Python must not put it on a recording tape: the
-    tape holds the program's ops only, so its gradient still comes from the memo. What
+    tape holds the program's ops only, so its gradient is still one gradient node. What
     follows a Reshape to a shape fed from Python has that step's shape (the Square
-    here), in the handles and in the gradient's constants."""
+    here), in the handles and in the gradient the graph computes (built on the
+    inferred shapes, not the first trace's)."""
     x0 = rng.standard_normal(12).astype(np.float32)
 
     def run(mode):
@@ -1160,10 +1181,9 @@ def test_shape_arithmetic_under_a_tape_keeps_the_gradient_memo(rng, monkeypatch)
 
     want, _ = run("eager")
     hits = _count_memo_hits(monkeypatch)
+    nodes = _count_gradient_nodes(monkeypatch)
     got, f = run("graph")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert f.stats == {"traces": 1, "fallbacks": 0, "graph_steps": 4, "eager_steps": 2}
-    # Graph steps n = 3, 3, 1, 3: the Reshape's shape (known in Python, from the fed
-    # n) is part of the memo key, so n = 1 computes its gradient again (its constants
-    # differ) and the two later n = 3 steps take it from the memo.
-    assert hits[0] == 2
+    # Graph steps n = 3, 3, 1, 3 (the trace had n = 1) all match the one gradient node.
+    assert nodes[0] == 4 and hits[0] == 0

@@ -5,13 +5,25 @@ set_dispatcher`) by :meth:`CoRun.dispatch`. Each op the program asks for is matc
 against the TraceGraph: from the node matched last, the successor with the same node
 key. A match returns an op whose outputs are :class:`Handle` s (placeholders that hold no
 value yet) and sends, on the step's rendezvous, the Case Selects of the edge just taken
-and the op's fed inputs. The graph runs on its own thread meanwhile, out of order, on
-the runtime's executor; reading a handle's value (``.numpy()``, ``bool``, printing, a
-stateful op run in Python) receives its Output Fetching from the rendezvous.
+and the op's fed inputs. The graph runs the step out of order on the runtime's
+executor, advanced on this thread (see the last paragraph); reading a handle's value
+(``.numpy()``, ``bool``, printing, a stateful op run in Python) receives its Output
+Fetching from the rendezvous.
+
+A folded loop (:mod:`.loops`) is matched op by op too: each Python iteration's ops
+against the loop's body, with handles that name the iteration. Entering the loop and
+starting each iteration sends its predicate (true) keyed by ``(frame, iteration)``, with
+the values fed that iteration (the loop index); the first op after the loop sends it
+false, and the last iteration's handles become the loop node's outputs. The graph's
+``while_loop`` consumes those per-iteration values whenever the graph is advanced (a
+value read after the loop, or the end of the step): Python never waits inside a folded
+loop, since reading a body value there leaves the loop (:meth:`CoRun.fetch`). A
+``GradientTape.gradient`` recorded as one node is matched as one op: its handles are the
+graph's ``df.gradients`` outputs.
 
 A step that leaves the known paths (an op the graph does not have, a value read that
 the graph does not send, a path that ends early) *falls back*: the graph step is
-cancelled and joined, variables the graph may have written are restored from the
+cancelled, variables the graph may have written are restored from the
 checkpoint taken at the start of the step, the ops matched so far are re-run eagerly
 (stateful ops outside the graph, such as prints, ran once in Python and are not re-run),
 the handles get their values, and the step goes on imperatively while a recorder
@@ -37,14 +49,15 @@ from .. import dtypes as _dtypes
 from .. import errors
 from ..framework import eager as _eager
 from ..framework.eager import EagerOp, EagerTensor
+from ..autodiff import tape as _tape
 from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import get_op_def
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
-from .generate import ShapeOnly
+from .generate import GRAPH_DEVICE, PYTHON_DEVICE, ShapeOnly
 from .location import _IN_LIBRARY, Locator, _in_library
-from .trace import (TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs, is_recorded,
-                    variable_name)
+from .trace import (GRADIENT_OP, TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs,
+                    gradient_between, is_recorded, variable_name)
 from .trace_graph import END, START, node_key
 
 __all__ = ["CoRun", "Handle"]
@@ -88,7 +101,7 @@ class Handle(TracedTensor):
         if op is None:
             op = self._opref()
             if op is None:   # gone: a stand-in with the node's type and attributes
-                node = self._run.tg.nodes[self._node]
+                node = self._run.node_info(self._node)
                 op = self._op = EagerOp(_eager._eager_graph(), node.op_type, node.name,
                                         (), node.attrs)
                 op._outputs = _WeakOutputs([weakref.ref(self)])
@@ -377,6 +390,12 @@ class CoRun:
         self._python_ops = 0
         self._last_op = None             # id of the op dispatch matched last
         self.reason = None           # why the step fell back (a short text), if it did
+        # Folded loops: [loop node, spec, next body op, iteration] while Python runs
+        # one, the loop invariants it fed, and where each body op ran (for a replay).
+        self._loop = None
+        self._loop_fed: dict = {}
+        self._loop_entries = tg.loop_entries
+        self._body_locations: dict = {}
 
     # -- the graph side ---------------------------------------------------------------------
     def _advance_graph(self):
@@ -466,6 +485,16 @@ class CoRun:
                 attrs_key = ()
             nid = succ.get(node_key(op_type, attrs_key, location, tuple(wiring),
                                     tuple(feed_specs)))
+        in_loop = self._loop is not None
+        if in_loop or (nid is None and cur in self._loop_entries):
+            # Inside a folded loop the loop decides first: its next op, its next
+            # iteration, or leaving it (then the op is matched after the loop node).
+            got = self._loop_dispatch(graph, op_type, inputs, attrs, name, output_specs,
+                                      location, wiring, feed_specs, fed)
+            if got is not None or self.recorder is not None:
+                return got
+            if in_loop:
+                nid = None
         if nid is None:
             self._fallback(f"new op {op_type} after node {cur}")
             # The new op runs now, recorded at the location just computed.
@@ -514,6 +543,8 @@ class CoRun:
     def gradient(self, tape, targets, sources, output_gradients):
         """``tape``'s gradients (installed as the autodiff layer's ``GRADIENT_RUNNER``).
 
+        A gradient the trace recorded as one node is matched as one
+        (:meth:`_match_gradient`): the graph computes it. Otherwise:
         The gradient ops follow from the ops on the tape, the targets and the sources
         alone: registered gradient functions see an op's type, attributes, dtypes and
         shapes, never values (``df.gradients`` runs the same functions on a graph). So
@@ -527,10 +558,32 @@ class CoRun:
         fallback); a different shape or path upstream means different taped nodes.
         """
         compute = tape._eager_gradients
-        if (self.recorder is not None or threading.get_ident() != self.owner
-                or output_gradients is not None or _eager.RECORDERS):
+        if threading.get_ident() == self.owner:
+            self._end_loop()
+        if self.recorder is not None and threading.get_ident() == self.owner:
+            return self.recorder.record_gradient(tape, targets, sources, output_gradients,
+                                                 compute)
+        if (threading.get_ident() != self.owner or _eager.RECORDERS):
             return compute(targets, sources, output_gradients)
         stack = _user_stack(sys._getframe(1), self.locator.boundary)
+        grads = self._match_gradient(tape, targets, sources, output_gradients, stack)
+        if grads is not None:
+            return grads
+        if self._expects_gradient_node(stack):
+            # A new gradient where the graph has no gradient ops of its own: fall back
+            # now, so that the new trace records it as one node too.
+            counts = self.locator.counts
+            location = (stack, counts.get(stack, 0))
+            counts[stack] = location[1] + 1
+            self._fallback(f"new gradient after node {self.cur}")
+            self.recorder.replaying(location)
+            try:
+                return self.recorder.record_gradient(tape, targets, sources,
+                                                     output_gradients, compute)
+            finally:
+                self.recorder.replaying(None)
+        if output_gradients is not None:
+            return compute(targets, sources, output_gradients)
         key = self._gradient_key(tape, targets, sources, stack)
         if key is None:
             return compute(targets, sources, output_gradients)
@@ -687,6 +740,8 @@ class CoRun:
         gradient that is not an output matched in this step, or a ``global_step`` is
         never memoised. The other conditions are :meth:`gradient`'s.
         """
+        if threading.get_ident() == self.owner:
+            self._end_loop()
         if (self.recorder is not None or threading.get_ident() != self.owner
                 or global_step is not None or _eager.RECORDERS):
             return apply(pairs, global_step, name)
@@ -754,7 +809,7 @@ class CoRun:
         nodes = self.tg.nodes
         feeds = []
         for nid, fed in segment:
-            if nodes[nid].location[0] != stack:
+            if type(nid) is not int or nodes[nid].location[0] != stack:
                 return None
             spec = []
             for slot, t in fed.items():
@@ -788,6 +843,8 @@ class CoRun:
     def fetch(self, handle):
         """The value of ``handle`` (Output Fetching); a fallback when the graph does not
         send it or the graph step failed."""
+        if self._loop is not None and type(handle._node) is tuple:
+            self._end_loop()     # a read after the loop of its last iteration's value
         k = (handle._node, handle._value_index)
         if self.recorder is None:
             key = self.step.fetch_keys.get(k)
@@ -806,7 +863,7 @@ class CoRun:
                 else:
                     why = "fetch dead"
             else:
-                why = f"read of unfetched {self.tg.nodes[handle._node].op_type}"
+                why = f"read of unfetched {self.node_info(handle._node).op_type}"
             self.read.setdefault(k, len(self.matched))
             self._fallback(why)
         if handle.has_value():
@@ -819,6 +876,8 @@ class CoRun:
     def finish(self):
         """After the step function returned: check the path is complete, materialise the
         handles still referenced, wait for the graph. Falls back when any fails."""
+        if self._loop is not None:
+            self._end_loop()
         if self.recorder is not None:
             return
         if self.cur not in self.tg.to_end:
@@ -846,6 +905,7 @@ class CoRun:
     # -- fallback ---------------------------------------------------------------------------
     def _fallback(self, reason):
         self.reason = reason
+        self._loop = None
         if _DEBUG:
             print(f"df.function fallback: {reason}", file=sys.stderr)
         self.rv.cancel(errors.CancelledError(None, None, "df.function: the step left the "
@@ -866,21 +926,28 @@ class CoRun:
         tg = self.tg
         values: dict = {}
         eager_graph = _eager._eager_graph()
+        replayed = []       # (node id, the op re-run), for gradients matched as one node
         for i, (nid, fed) in enumerate(self.matched):
-            node = tg.nodes[nid]
-            inputs = []
-            for slot, src in enumerate(node.inputs):
-                if src[0] == "n":
-                    inputs.append(values[(src[1], src[2])])
-                elif src[0] == "v":
-                    inputs.append(tg.variables[src[1]])
-                else:
-                    inputs.append(fed[slot])
+            if type(fed) is _LoopExit:
+                for m, (j, k, _) in enumerate(tg.loops[nid].variables):
+                    values[(nid, m)] = values[((nid, j, fed.trips - 1), k)]
+                continue
+            if type(nid) is tuple:
+                node, inputs = self._body_replay_inputs(nid, fed, values)
+                location = self._body_locations[nid]
+            else:
+                node = tg.nodes[nid]
+                location = node.location
+                if node.op_type == GRADIENT_OP:
+                    self._replay_gradient(recorder, nid, fed, values, replayed)
+                    continue
+                inputs = [self._source_value(src, fed, slot, values)
+                          for slot, src in enumerate(node.inputs)]
             handles = []
             for k in range(len(node.out_specs)):
                 ref = self.handles.get((nid, k))
                 handles.append(ref() if ref is not None else None)
-            recorder.replaying(node.location)
+            recorder.replaying(location)
             try:
                 op = _eager.execute_now(eager_graph, node.op_type, inputs, dict(node.attrs),
                                         node.name)
@@ -892,8 +959,339 @@ class CoRun:
                 if h is not None:
                     _SLOT.__set__(h, out._value)
             recorder.alias(op, handles)
+            replayed.append((nid[0] if type(nid) is tuple else nid, op))
             for k in range(len(node.out_specs)):
                 position = self.read.get((nid, k))
                 if position is not None:
                     recorder.note_fetched(i, k, position)
 
+    def _source_value(self, src, fed, slot, values):
+        """The replayed value of a node input wired as ``src``."""
+        if src[0] == "n":
+            return values[(src[1], src[2])]
+        if src[0] == "v":
+            return self.tg.variables[src[1]]
+        return fed[slot]
+
+    def _body_replay_inputs(self, nid, fed, values):
+        """Body op ``nid = (loop, j, iteration)``: its BodyOp and replayed inputs."""
+        loop, j, t = nid
+        spec = self.tg.loops[loop]
+        outer = self.tg.nodes[loop].inputs
+        b = spec.body[j]
+        inputs = []
+        for q, src in enumerate(b.inputs):
+            kind = src[0]
+            if kind == "b":
+                inputs.append(values[((loop, src[1], t), src[2])])
+            elif kind == "c":
+                jj, k, init = spec.variables[src[1]]
+                if t > 0:
+                    inputs.append(values[((loop, jj, t - 1), k)])
+                else:
+                    inputs.append(self._source_value(outer[init[1]], fed, q, values))
+            elif kind == "x":
+                inputs.append(self._source_value(outer[src[1]], fed, q, values))
+            else:
+                inputs.append(fed[q])
+        return b, inputs
+
+    def _replay_gradient(self, recorder, nid, fed, values, replayed):
+        """Re-run a gradient matched as one node: ``tape.gradient`` over the re-run ops
+        between its sources and targets (all of them were on the tape when it was
+        matched, see :meth:`_all_taped`)."""
+        node = self.tg.nodes[nid]
+        between = self.tg.gradient_between[nid]
+        tape = _TapeOps([op for u, op in replayed if u in between])
+        n_targets, n_sources = node.attrs["targets"], node.attrs["sources"]
+        inputs = [self._source_value(src, fed, slot, values)
+                  for slot, src in enumerate(node.inputs)]
+        targets = inputs[:n_targets]
+        sources = inputs[n_targets:n_targets + n_sources]
+        output_gradients = inputs[n_targets + n_sources:] or None
+        recorder.replaying(node.location)
+        try:
+            grads = recorder.record_gradient(
+                tape, targets, sources, output_gradients,
+                lambda t, s, g: _tape.GradientTape._eager_gradients(tape, t, s, g))
+        finally:
+            recorder.replaying(None)
+        present = [g for g in grads if g is not None]
+        handles = []
+        for k, g in enumerate(present):
+            values[(nid, k)] = g
+            ref = self.handles.get((nid, k))
+            h = ref() if ref is not None else None
+            if h is not None:
+                _SLOT.__set__(h, g._value)
+            handles.append(h)
+        if present:
+            stand_in = EagerOp(_eager._eager_graph(), GRADIENT_OP, "gradient", (), {})
+            stand_in._outputs = present
+            recorder.alias(stand_in, handles)
+
+    # -- folded loops -------------------------------------------------------------------------
+    def node_info(self, nid):
+        """The node (or folded loop body op) behind handle node ``nid``."""
+        if type(nid) is tuple:
+            return self.tg.loops[nid[0]].body[nid[1]]
+        return self.tg.nodes[nid]
+
+    def _loop_dispatch(self, graph, op_type, inputs, attrs, name, output_specs, location,
+                       wiring, feed_specs, fed):
+        """Match an op against a folded loop: enter a loop that follows the node matched
+        last, go on with its body, start its next iteration or leave it. None when the
+        op is none of these (the caller falls back)."""
+        attrs_key = freeze_attrs(attrs)
+        wiring, feed_specs = tuple(wiring), tuple(feed_specs)
+        stack = location[0]
+        if self._loop is None:
+            for loop in self._loop_entries.get(self.cur, ()):
+                spec = self.tg.loops[loop]
+                if (self.tg.nodes[loop].location == location
+                        and self._body_matches(loop, spec, 0, 0, op_type, attrs_key, stack,
+                                               wiring, feed_specs, fed, {})):
+                    self._take_edge(self.cur, loop)
+                    self._loop = [loop, spec, 0, 0]
+                    self._loop_fed = {}
+                    self._send_predicate(loop, 0, True)
+                    return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+            return None
+        loop, spec, j, t = self._loop
+        if j == len(spec.body):
+            if self._body_matches(loop, spec, 0, t + 1, op_type, attrs_key, stack, wiring,
+                                  feed_specs, fed, self._loop_fed):
+                self._loop[2:] = [0, t + 1]
+                self._send_predicate(loop, t + 1, True)
+                return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+            self._end_loop()
+            # Matched again now that the last iteration's values are the loop's outputs
+            # (the location is computed again: uncount this one).
+            self.locator.counts[stack] -= 1
+            return self.dispatch(graph, op_type, inputs, attrs, name, output_specs)
+        if self._body_matches(loop, spec, j, t, op_type, attrs_key, stack, wiring, feed_specs,
+                              fed, self._loop_fed):
+            return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+        return None
+
+    def _body_matches(self, loop, spec, j, t, op_type, attrs_key, stack, wiring, feed_specs,
+                      fed, loop_fed):
+        """Whether the op matches body op ``j`` of iteration ``t``; ``loop_fed``: the
+        loop's invariant feeds sent so far (input index -> tensor)."""
+        b = spec.body[j]
+        if (b.op_type != op_type or b.stack != stack or b.attrs_key != attrs_key
+                or len(b.inputs) != len(wiring)):
+            return False
+        outer = self.tg.nodes[loop]
+        for q, src in enumerate(b.inputs):
+            kind = src[0]
+            if kind == "b":
+                want = ("n", (loop, src[1], t), src[2])
+            elif kind == "c":
+                jj, k, init = spec.variables[src[1]]
+                if t > 0:
+                    want = ("n", (loop, jj, t - 1), k)
+                else:
+                    want = outer.inputs[init[1]]
+                    if want == _FED and feed_specs[q] != outer.feed_specs[init[1]]:
+                        return False
+            elif kind == "x":
+                want = outer.inputs[src[1]]
+                if want == _FED:   # fed once: the same object in every iteration
+                    sent = loop_fed.get(src[1])
+                    if (not _fits(feed_specs[q], outer.feed_specs[src[1]])
+                            or (sent is not None and sent is not fed.get(q))):
+                        return False
+            else:
+                want = _FED
+                if feed_specs[q] != b.feed_specs[q]:
+                    return False
+            if wiring[q] != want:
+                return False
+        return True
+
+    def _body_op(self, graph, op_type, inputs, attrs, name, fed, location):
+        """The skeleton's op for the loop's next body op (matched): its feeds sent with
+        the iteration's key, handles for its outputs."""
+        loop, spec, j, t = self._loop
+        self._loop[2] = j + 1
+        b = spec.body[j]
+        nk = (loop, j, t)
+        frame, _, body_feeds = self.step.loop_keys[loop]
+        if fed:
+            send = self.rv.send
+            for q, tensor in fed.items():
+                src = b.inputs[q]
+                if src[0] == "c":      # the fed first value of a loop variable
+                    key = self._feed_keys[(loop, spec.variables[src[1]][2][1])]
+                elif src[0] == "x":    # a loop invariant: fed at its first use
+                    if src[1] in self._loop_fed:
+                        continue
+                    self._loop_fed[src[1]] = tensor
+                    key = self._feed_keys[(loop, src[1])]
+                else:
+                    key = (PYTHON_DEVICE, GRAPH_DEVICE, body_feeds[(j, q)], ((frame, t),))
+                send(key, tensor._value, False)
+        else:
+            fed = _NO_FEEDS
+        self.matched.append((nk, fed))
+        self._body_locations[nk] = location
+        op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
+        dynamic = self._dynamic
+        outs = []
+        for k, (dt, shape) in enumerate(b.out_specs):
+            h = Handle(self, nk, k, dt, None if ((loop, j), k) in dynamic else shape, op)
+            self.handles[(nk, k)] = weakref.ref(h)
+            outs.append(h)
+        op._outputs = outs
+        self._last_op = id(op)
+        if _eager.RECORDERS:
+            for record in _eager.RECORDERS:
+                record(op)
+        else:
+            op._inputs = _NO_INPUTS
+        return op
+
+    def _send_predicate(self, loop, t, value):
+        frame, predicate, _ = self.step.loop_keys[loop]
+        self.rv.send((PYTHON_DEVICE, GRAPH_DEVICE, predicate, ((frame, t),)),
+                     np.bool_(value), False)
+
+    def _end_loop(self):
+        """Python left the loop it was running (if any): the graph's loop stops (its
+        predicate is fed false) and the handles of the last iteration's values become
+        the loop node's outputs. Leaving in the middle of an iteration falls back."""
+        if self._loop is None:
+            return
+        loop, spec, j, t = self._loop
+        self._loop = None
+        if j != len(spec.body):
+            self._fallback(f"loop {loop} left in the middle of an iteration")
+            return
+        self._send_predicate(loop, t + 1, False)
+        done = set()
+        for m, (jj, k, _) in enumerate(spec.variables):
+            if (jj, k) in done:
+                continue
+            done.add((jj, k))
+            ref = self.handles.get(((loop, jj, t), k))
+            h = ref() if ref is not None else None
+            if h is not None:
+                h._node, h._value_index = loop, m
+                self.handles[(loop, m)] = ref
+        self.matched.append((loop, _LoopExit(t + 1)))
+
+    # -- gradients matched as one node -------------------------------------------------------
+    def _match_gradient(self, tape, targets, sources, output_gradients, stack):
+        """Match ``tape.gradient`` against a gradient node (:data:`~.trace.GRADIENT_OP`)
+        following the node matched last: handles for its gradients, or None."""
+        succ = self._succ[self.cur]
+        if not succ:
+            return None
+        wiring, feed_specs, fed = [], [], {}
+        for t in targets:
+            if type(t) is not Handle or t._run is not self:
+                return None
+            wiring.append(("n", t._node, t._value_index))
+            feed_specs.append(None)
+        for s in sources:
+            handle = getattr(s, "handle", None)
+            t = s if handle is None else handle
+            if type(t) is Handle and t._run is self:
+                wiring.append(("n", t._node, t._value_index))
+            else:
+                name = variable_name(t) if isinstance(t, EagerTensor) else None
+                if name is None:
+                    return None
+                wiring.append(("v", name))
+            feed_specs.append(None)
+        for g in output_gradients or ():
+            if type(g) is Handle and g._run is self:
+                wiring.append(("n", g._node, g._value_index))
+                feed_specs.append(None)
+            elif isinstance(g, EagerTensor):
+                fed[len(wiring)] = g
+                wiring.append(_FED)
+                feed_specs.append((g._dtype, np.shape(g._value)))
+            else:
+                return None
+        counts = self.locator.counts
+        n = counts.get(stack, 0)
+        attrs_key = (("targets", len(targets)), ("sources", len(sources)))
+        nid = succ.get(node_key(GRADIENT_OP, attrs_key, (stack, n), tuple(wiring),
+                                tuple(feed_specs)))
+        if nid is None or not self._all_taped(tape, nid):
+            return None
+        counts[stack] = n + 1
+        self._take_edge(self.cur, nid)
+        for slot, g in fed.items():
+            self.rv.send(self._feed_keys[(nid, slot)], g._value, False)
+        self.matched.append((nid, fed or _NO_FEEDS))
+        node = self.tg.nodes[nid]
+        op = EagerOp(_eager._eager_graph(), GRADIENT_OP, "gradient", _NO_INPUTS, {})
+        grads, outs = [], []
+        for spec in node.out_specs:
+            if spec is None:
+                grads.append(None)
+                continue
+            h = Handle(self, nid, len(outs), spec[0], spec[1], op)
+            self.handles[(nid, len(outs))] = weakref.ref(h)
+            outs.append(h)
+            grads.append(h)
+        op._outputs = outs
+        return grads
+
+    def _expects_gradient_node(self, stack) -> bool:
+        """Whether no node after the one matched last is a gradient op run at ``stack``
+        (the graph has the gradient as one node, or nothing there)."""
+        nodes = self.tg.nodes
+        return not any(nodes[v].location[0] == stack and nodes[v].op_type != GRADIENT_OP
+                       for v in self._succ[self.cur].values())
+
+    def _all_taped(self, tape, nid) -> bool:
+        """Whether every node between the gradient node's sources and targets is on the
+        tape now (as when it was traced: then ``df.gradients`` gives the tape's
+        gradients)."""
+        between = self.tg.gradient_between.get(nid)
+        if between is None:
+            node = self.tg.nodes[nid]
+            n_targets = node.attrs["targets"]
+            sources = node.inputs[n_targets:n_targets + node.attrs["sources"]]
+            targets = [src[1] for src in node.inputs[:n_targets]]
+            between = self.tg.gradient_between[nid] = frozenset(
+                gradient_between(self.tg.nodes, sources, targets))
+        taped = set()
+        for op in tape._ops:
+            outs = op._outputs
+            if not outs:
+                return False
+            h = outs[0]
+            if type(h) is not Handle or h._run is not self:
+                return False
+            taped.add(h._node[0] if type(h._node) is tuple else h._node)
+        return between <= taped
+
+
+def _fits(spec, pattern) -> bool:
+    """A fed ``(dtype, shape)`` fits a loop input's spec (None: any size)."""
+    if spec[0] != pattern[0] or len(spec[1]) != len(pattern[1]):
+        return False
+    return all(p is None or p == d for d, p in zip(spec[1], pattern[1]))
+
+
+class _LoopExit:
+    """The ``matched`` entry of a folded loop Python left after ``trips`` iterations."""
+
+    __slots__ = ("trips",)
+
+    def __init__(self, trips):
+        self.trips = trips
+
+
+class _TapeOps:
+    """A tape's recorded ops, kept for a fallback (a tape forgets them after use)."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self, ops):
+        self._ops = ops

@@ -24,8 +24,18 @@
   edges from the Output Fetching ops whose values Python read before it fed this one
   (through ControlTriggers: the fetched node may be dead in this step).
 
-Python loops are unrolled: each iteration's ops are nodes of their own, and a step with
-another trip count is another path (folding a loop into a ``while_loop`` is not done).
+* A folded Python loop (:mod:`.loops`) is one ``while_loop``: its variables start from
+  the loop node's inputs, its body is one iteration's ops, and its predicate is a
+  ``_Recv`` in the loop's frame that Python feeds once per iteration (true when it
+  starts an iteration, false when it leaves the loop), so the trip count is fed and
+  any trip count runs on the same graph. A value fed every iteration (a loop index)
+  is a ``_Recv`` in the body; the rendezvous key of each iteration carries
+  ``(frame name, iteration)``. The loop node's outputs are its variables' exits.
+* A ``GradientTape.gradient`` recorded as one node (:data:`~.trace.GRADIENT_OP`) is
+  ``df.gradients`` of its targets with respect to its sources on the generated graph,
+  through folded loops as through any ``while_loop``.
+Loops that do not fold are unrolled: each iteration's ops are nodes of their own, and
+a step with another trip count is another path.
 
 >>> from dataflow.tracer.trace_graph import TraceGraph
 >>> from dataflow.tracer.trace import TraceRecorder
@@ -45,6 +55,8 @@ another trip count is another path (folding a loop into a ``while_loop`` is not 
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import dtypes as _dtypes
@@ -53,10 +65,16 @@ from ..framework.graph import Graph
 from ..framework.tensor_shape import TensorShape
 from ..runtime.device_set import DeviceSet
 from ..runtime.kernel_resolver import KernelResolver
+from ..runtime.loop_hook import attach_loop_compiler, compile_loops_mode
 from ..runtime.partitioned import transfer_keys
 from ..runtime.plan import build_plan
 from ..runtime.session import ConfigProto
+from ..autodiff.gradients import gradients as _gradients
+from ..control_flow.while_loop import while_loop as _while_loop
+from ..framework.convert import convert_to_tensor
 from .case_assignment import assign_cases
+from .loops import LOOP_OP
+from .trace import GRADIENT_OP, VARIABLE_OPS, is_recorded
 from .trace_graph import END, START, TraceGraph
 
 __all__ = ["StepGraph", "generate", "PYTHON_DEVICE", "GRAPH_DEVICE"]
@@ -86,6 +104,9 @@ class StepGraph:
         self.fetch_keys: dict = {}
         self.written: set = set()
         self.dynamic: set = set()    # (node, output) whose shape depends on values
+        # Folded loop node id -> (frame name, predicate tensor name, {(body op, input):
+        # tensor name of a per-iteration feed}); the keys add ``((frame, iteration),)``.
+        self.loop_keys: dict = {}
 
 
 def _key(src, dst, name):
@@ -125,6 +146,11 @@ def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
     plan = build_plan(g, [], g.get_operations(), [], resolver.kernel_for,
                       fuse_elementwise=config.fuse_elementwise)
     plan.transfers = transfer_keys(plan)
+    # Folded loops and their gradient loops: the loop compiler takes the frames it can
+    # (a frame with a _Recv from Python, a folded loop's own, runs interpreted).
+    attach_loop_compiler(plan, [], [op for op in g.get_operations()
+                                    if op._control_flow_context is None], [],
+                         compile_loops_mode(config.compile_loops))
     step.plan = plan
     return step
 
@@ -161,9 +187,23 @@ def _build_case_selects(g, step, switch_cases):
     return pivots
 
 
+class _Group:
+    """A loop or gradient node in the generated graph: its output tensors and an op that
+    runs after all of them (the target of control edges that order variables)."""
+
+    __slots__ = ("outputs", "done")
+
+    def __init__(self, g, name, outputs):
+        self.outputs = outputs
+        self.done = g.create_op("NoOp", [], name=name)
+        for t in outputs:
+            if t is not None:
+                self.done._add_control_input(t.op)
+
+
 def _build_nodes(g, step, tg, order, pivots):
     handles: dict = {}      # variable name -> graph VarHandleOp output
-    built: dict = {}        # node id -> graph op
+    built: dict = {}        # node id -> graph op (a _Group for loops and gradients)
     sends: dict = {}        # (node id, k) -> its Output Fetching (a _Send), then the
     #                         ControlTrigger after it once a feed needs one
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
@@ -186,13 +226,20 @@ def _build_nodes(g, step, tg, order, pivots):
                 step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
                 feeds.append(recv)
                 inputs.append(recv.outputs[0])
-        op = g.create_op(node.op_type, inputs, dict(node.attrs),
-                         name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
-        built[v] = op
-        _note_dynamic_shapes(step, v, op, node, partial)
         pivot = pivots.get(v)
+        group = node.op_type in (LOOP_OP, GRADIENT_OP)
+        if node.op_type == LOOP_OP:
+            op = _build_loop(g, step, v, node, inputs, pivot)
+        elif node.op_type == GRADIENT_OP:
+            op = _build_gradient(g, v, node, inputs, pivot, built, partial)
+        else:
+            op = g.create_op(node.op_type, inputs, dict(node.attrs),
+                             name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
+            _note_dynamic_shapes(step, v, op, node, partial)
+            if pivot is not None:
+                op._add_control_input(pivot)
+        built[v] = op
         if pivot is not None:
-            op._add_control_input(pivot)
             for recv in feeds:
                 recv._add_control_input(pivot)
         # The seed's deadlock rule: a feed waits for the fetches Python made before it.
@@ -205,9 +252,13 @@ def _build_nodes(g, step, tg, order, pivots):
                 for recv in feeds:
                     recv._add_control_input(done)
         earlier = anc[v]
-        for name in node.variables():
+        # A gradient node reads no variable (its sources are the variables' reads); a
+        # loop reads the variables of its body, none written before it in the step.
+        names = () if node.op_type == GRADIENT_OP else node.variables()
+        for name in names:
             for u in var_ops.get(name, ()):
-                if (earlier >> u & 1) and (node.writes or tg.nodes[u].writes):
+                if (not group and (earlier >> u & 1)
+                        and (node.writes or tg.nodes[u].writes)):
                     op._add_control_input(_trigger(g, triggers, built, u))
             var_ops.setdefault(name, []).append(v)
             if node.writes:
@@ -224,16 +275,148 @@ def _build_nodes(g, step, tg, order, pivots):
             sends[(v, k)] = send
 
 
-def _note_dynamic_shapes(step, v, op, node, partial):
+def _build_loop(g, step, v, node, ext, pivot):
+    """The ``while_loop`` of folded loop node ``v`` (see the module docstring). Loop
+    variable 0 counts iterations; it starts behind the case pivot, so a loop whose case
+    is not taken is dead from its first Merge on (its predicate is never awaited)."""
+    spec = node.attrs["loop"]
+    with g.control_dependencies([pivot] if pivot is not None else None):
+        start = g.create_op("Const", [], {"value": np.int32(0), "dtype": _dtypes.int32},
+                            name=f"loop_{v}/start").outputs[0]
+    initial = [start]
+    for j, k, init in spec.variables:
+        if init[0] == "x":
+            initial.append(ext[init[1]])
+        else:   # only read after the loop: the first iteration overwrites it
+            dtype, shape = spec.body[j].out_specs[k]
+            initial.append(g.create_op(
+                "Const", [], {"value": np.zeros(shape.as_list(), dtype.as_numpy_dtype),
+                              "dtype": dtype}, name=f"loop_{v}/zeros_{j}_{k}").outputs[0])
+    invariants = [TensorShape([])] + [spec.body[j].out_specs[k][1]
+                                      for j, k, _ in spec.variables]
+    predicate = f"loop_{v}_go"
+    body_feeds: dict = {}
+    frame: list = []
+    hoisted = _build_invariants(g, v, spec, ext, pivot)
+
+    def cond(*_):
+        frame.append(g._get_control_flow_context().name)
+        return _recv(g, predicate, _dtypes.bool, TensorShape([])).outputs[0]
+
+    def body(count, *variables):
+        made = []
+        for j, b in enumerate(spec.body):
+            if j in hoisted:
+                made.append(hoisted[j])
+                continue
+            inputs = []
+            for q, src in enumerate(b.inputs):
+                kind = src[0]
+                if kind == "b":
+                    inputs.append(made[src[1]].outputs[src[2]])
+                elif kind == "c":
+                    inputs.append(variables[src[1]])
+                elif kind == "x":
+                    inputs.append(ext[src[1]])
+                else:
+                    dtype, shape = b.feed_specs[q]
+                    name = f"feed_{v}_{j}_{q}"
+                    body_feeds[(j, q)] = name
+                    inputs.append(_recv(g, name, dtype, TensorShape(shape)).outputs[0])
+            op = g.create_op(b.op_type, inputs, dict(b.attrs), name=f"n{v}_{j}_{b.op_type}",
+                             output_specs=list(b.out_specs))
+            _note_dynamic_shapes(step, (v, j), op)
+            made.append(op)
+        one = g.create_op("Const", [], {"value": np.int32(1), "dtype": _dtypes.int32},
+                          name=f"loop_{v}/one").outputs[0]
+        nxt = g.create_op("AddV2", [count, one], name=f"loop_{v}/count").outputs[0]
+        return [nxt] + [made[j].outputs[k] for j, k, _ in spec.variables]
+
+    exits = _while_loop(cond, body, initial, shape_invariants=invariants,
+                        name=f"loop_{v}")
+    step.loop_keys[v] = (frame[0], predicate, body_feeds)
+    for j, op in hoisted.items():
+        _note_dynamic_shapes(step, (v, j), op)
+    group = _Group(g, f"loop_{v}/done", list(exits[1:]))
+    for op in hoisted.values():     # later variable writes wait for the hoisted reads
+        group.done._add_control_input(op)
+    return group
+
+
+def _build_invariants(g, v, spec, ext, pivot) -> dict:
+    """Body ops computed from loop invariants only (a variable's read: the body writes
+    no variable), built once before the loop instead of in every iteration: body op
+    index -> op. The loop then captures their values, and its gradient loop reads them
+    as invariants instead of popping one copy per iteration from a stack."""
+    hoisted: dict = {}
+    for j, b in enumerate(spec.body):
+        if not b.inputs or not (b.op_type == "ReadVariableOp" or is_recorded(b.op_type)
+                                and b.op_type not in VARIABLE_OPS):
+            continue
+        if not all(src[0] == "x" or (src[0] == "b" and src[1] in hoisted)
+                   for src in b.inputs):
+            continue
+        inputs = [ext[src[1]] if src[0] == "x" else hoisted[src[1]].outputs[src[2]]
+                  for src in b.inputs]
+        with g.control_dependencies([pivot] if pivot is not None else None):
+            hoisted[j] = g.create_op(b.op_type, inputs, dict(b.attrs),
+                                     name=f"n{v}_{j}_{b.op_type}",
+                                     output_specs=list(b.out_specs))
+    return hoisted
+
+
+def _build_gradient(g, v, node, inputs, pivot, built, partial):
+    """``df.gradients`` for gradient node ``v``: targets, sources and output gradients
+    are its inputs; its outputs the gradients the tape gave (None ones left out)."""
+    n_targets, n_sources = node.attrs["targets"], node.attrs["sources"]
+    targets = inputs[:n_targets]
+    sources = inputs[n_targets:n_targets + n_sources]
+    grad_ys = inputs[n_targets + n_sources:] or None
+    with _inferred_shapes(built, partial):
+        grads = _gradients(targets, sources, grad_ys=grad_ys, name=f"gradient_{v}")
+    outputs = []
+    for s, (grad, spec) in enumerate(zip(grads, node.out_specs)):
+        if spec is None:
+            continue
+        if grad is None:
+            raise ValueError(f"df.function: gradient node {v} found no path to source {s} "
+                             "that the tape differentiated")
+        with g.control_dependencies([pivot] if pivot is not None else None):
+            outputs.append(g.create_op("Identity", [convert_to_tensor(grad)],
+                                       name=f"gradient_{v}/out_{s}").outputs[0])
+    return _Group(g, f"gradient_{v}/done", outputs)
+
+
+@contextlib.contextmanager
+def _inferred_shapes(built, partial):
+    """While a gradient node is built, the graph's dynamic outputs show the shapes
+    inferred for them, not the traced ones: the gradient functions then build Shape ops
+    where a traced shape would be a stale constant (after a Reshape to a fed shape, a
+    Sum's gradient would tile to the first trace's shape)."""
+    saved = []
+    for (u, k), shape in partial.items():
+        t = built[u].outputs[k]
+        saved.append((t, t._shape))
+        t._shape = shape
+    try:
+        yield
+    finally:
+        for t, shape in saved:
+            t._shape = shape
+
+
+def _note_dynamic_shapes(step, v, op, node=None, partial=None):
     """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
     a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
     must not take their traced shape for granted, so their handles fetch the value when
     the shape is asked for. The graph's tensors carry the traced shapes, so an input
     from such an output stands in with the shape inferred for it (what follows a
-    Reshape to a fed shape is dynamic too); ``partial`` keeps those shapes."""
+    Reshape to a fed shape is dynamic too); ``partial`` keeps those shapes. A folded
+    loop's body ops (no ``node``) are inferred from the graph's own input shapes."""
     probe = op
-    dynamic_inputs = [slot for slot, src in enumerate(node.inputs)
-                      if src[0] == "n" and (src[1], src[2]) in step.dynamic]
+    dynamic_inputs = [] if node is None else [
+        slot for slot, src in enumerate(node.inputs)
+        if src[0] == "n" and (src[1], src[2]) in step.dynamic]
     if dynamic_inputs:
         inputs = list(op.inputs)
         for slot in dynamic_inputs:
@@ -247,7 +430,8 @@ def _note_dynamic_shapes(step, v, op, node, partial):
     for k in range(len(op.outputs)):
         if specs is None or not specs[k][1].is_fully_defined():
             step.dynamic.add((v, k))
-            partial[(v, k)] = TensorShape(None) if specs is None else specs[k][1]
+            if partial is not None:
+                partial[(v, k)] = TensorShape(None) if specs is None else specs[k][1]
 
 
 class ShapeOnly:
@@ -283,7 +467,8 @@ def _trigger(g, triggers, built, u):
     ct = triggers.get(u)
     if ct is None:
         ct = triggers[u] = g.create_op("ControlTrigger", [], name=f"n{u}/done")
-        ct._add_control_input(built[u])
+        op = built[u]
+        ct._add_control_input(op.done if type(op) is _Group else op)
     return ct
 
 

@@ -119,6 +119,9 @@ class Function:
         recorder = TraceRecorder(Locator())
         _eager.RECORDERS.append(recorder.record)
         previous = _eager.set_dispatcher(_tracing_dispatch)
+        previous_runner = _tape.GRADIENT_RUNNER[0]
+        # A tape's gradient is recorded as one node when the graph can compute it.
+        _tape.GRADIENT_RUNNER[0] = functools.partial(_trace_gradient, recorder)
         try:
             result = self._call(recorder.locator, args, kwargs)
         except BaseException:
@@ -126,6 +129,7 @@ class Function:
             raise
         finally:
             _eager.set_dispatcher(previous)
+            _tape.GRADIENT_RUNNER[0] = previous_runner
             _remove(_eager.RECORDERS, recorder.record)
         self.stats["eager_steps"] += 1
         self._tracing_calls += 1
@@ -200,6 +204,11 @@ def _tracing_dispatch(graph, op_type, inputs, attrs=None, name=None, output_spec
     return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
 
 
+def _trace_gradient(recorder, tape, targets, sources, output_gradients):
+    return recorder.record_gradient(tape, targets, sources, output_gradients,
+                                    tape._eager_gradients)
+
+
 def _remove(hooks, fn):
     for i in range(len(hooks) - 1, -1, -1):
         if hooks[i] == fn:
@@ -227,18 +236,28 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     Python read a value the graph does not send; ``"graph failed: ..."``); with the
     environment variable ``DATAFLOW_TRACER_DEBUG=1`` each fallback prints its reason.
 
-    Which loops qualify for a ``while_loop``: none. Every Python loop (``for``/``while``
-    in the step, ``df.while_loop`` run eagerly) is unrolled: each iteration's ops are
-    nodes of their own, so a step with a trip count already seen runs on the graph and a
-    new trip count is a new path (one fallback, then it is in the graph too). Folding
-    loops whose iterations trace alike into one ``while_loop`` with a fed trip count is
-    not implemented. A tensor whose value Python reads is fetched from the graph; every
+    Which loops qualify for a ``while_loop`` (:mod:`dataflow.tracer.loops` has the full
+    rule and the reasons): a Python loop whose iterations trace alike -- the same ops
+    with the same attributes, shapes and call sites, each input from the same place in
+    every iteration (the same iteration, the previous one, a value made before the loop,
+    a variable, or a value fed from Python such as the loop index ``t`` of
+    ``xs[:, t]``) -- whose body Python does not read while it runs, that writes no
+    variable, and of which only the last iteration's values are used after it, is
+    folded into one ``while_loop`` whose predicate Python feeds each iteration: a new
+    trip count runs on the same graph, with no new trace. A ``GradientTape.gradient``
+    is one node, computed by ``df.gradients`` on the graph (through folded loops too),
+    when the tape recorded every op between its sources and targets, no other tape
+    records it, and its gradients are dense. Other loops (and ``df.while_loop`` run
+    eagerly) are unrolled: each iteration's ops are nodes of their own, so a new trip
+    count is a new path (one fallback, then it is in the graph too).
+    A tensor whose value Python reads is fetched from the graph; every
     tensor still referenced when the step returns is materialised. Variables must be
     created once (a step that makes a new variable every call never reaches the graph);
     an output whose shape the graph cannot infer is fetched when Python asks for it.
-    A ``GradientTape.gradient`` that the skeleton matched once is taken from a memo in
-    later steps (same taped nodes, call site, targets and sources): its graph nodes are
-    matched and fed without running the gradient functions in Python again; so is an
+    A gradient that is not one node and that the skeleton matched once is taken from a
+    memo in later steps (same taped nodes, call site, targets and sources): its graph
+    nodes are matched and fed without running the gradient functions in Python again;
+    so is an
     ``Optimizer.apply_gradients`` whose optimizer holds only plain Python values (a
     changed learning rate is computed again, then memoised too). The garbage collector
     is paused while a step runs (cyclic garbage the step made is collected after it),

@@ -43,13 +43,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as _dtypes
+from ..framework import eager as _eager
 from ..framework.eager import EagerTensor
 from ..framework.op_registry import get_op_def
 from ..framework.tensor_shape import TensorShape
 from .location import Locator
 
 __all__ = ["TraceOp", "Trace", "TraceRecorder", "is_recorded", "freeze", "VARIABLE_OPS",
-           "WRITING_VARIABLE_OPS", "feed_slice_bounds"]
+           "WRITING_VARIABLE_OPS", "feed_slice_bounds", "GRADIENT_OP", "gradient_between"]
 
 # Stateful ops that belong in the graph anyway (the seed's exception): the variable ops.
 # Their first input is a variable handle; the graph orders them per variable.
@@ -58,6 +59,10 @@ WRITING_VARIABLE_OPS = frozenset({
     "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceApplyAdam",
     "ResourceScatterAdd", "ResourceSparseApplyMomentum"})
 VARIABLE_OPS = READING_VARIABLE_OPS | WRITING_VARIABLE_OPS
+# The pseudo-op type of a ``GradientTape.gradient`` call recorded as one node: the
+# generated graph computes it with ``df.gradients`` (through folded loops too), so the
+# trace holds no gradient op of its own (their number grows with a loop's trip count).
+GRADIENT_OP = "TapeGradient"
 
 _RECORDED: dict = {}   # op type -> whether it goes into the graph
 
@@ -123,6 +128,9 @@ class TraceOp(NamedTuple):
     feed_specs: tuple        # per input: (dtype, shape) of a fed input, else None
     out_specs: tuple         # per output: (dtype, TensorShape)
     name: str
+    # per input: id() of a fed tensor (kept alive while the step is recorded, so two
+    # fed inputs with one id are one Python object: a loop invariant), else None
+    feed_ids: tuple = ()
 
 
 class Trace:
@@ -139,6 +147,9 @@ class Trace:
         self.alive: set = set()
         self.variables: dict = {}    # name -> the variable's handle (an EagerTensor)
         self.created: set = set()
+        # Call sites of gradients recorded op by op: their repeated ops (one dense
+        # layer's gradient after another's) are no Python loop, so none is folded.
+        self.gradient_stacks: set = set()
 
     @property
     def fetched(self) -> set:
@@ -156,26 +167,33 @@ class Trace:
 
 def feed_slice_bounds(op_type, inputs, attrs):
     """``inputs, attrs`` of an op about to run in a traced or co-executed step, with the
-    Python int bounds of a ``StridedSlice`` (``x[a:b]``) turned into scalar tensor inputs:
-    a constant from a Python value is fed, not identified by its value (Faster R-CNN
-    crops a region chosen in Python; with the bounds in the ``spec`` attribute every new
-    region was a new node). Integer indices (``x[:, t]``) keep no value that differs
-    between steps at one location and stay in the spec, as do slices with no bounds.
+    Python int bounds and indices of a ``StridedSlice`` (``x[a:b]``, ``x[:, t]``) turned
+    into scalar tensor inputs: a constant from a Python value is fed, not identified by
+    its value. Faster R-CNN crops a region chosen in Python (with the bounds in the
+    ``spec`` attribute every new region was a new node), and an RNN's ``xs[:, t]`` reads
+    its loop index: fed, every iteration of the loop is the same node, so the loop can
+    fold (:mod:`.loops`). Slices with no bounds stay in the spec.
 
-    >>> x = df.constant([1.0, 2.0, 3.0])
-    >>> ins, attrs = feed_slice_bounds("StridedSlice", [x], {"spec": (("slice", 1, 3, None),)})
+    >>> x = df.constant([[1.0, 2.0, 3.0]])
+    >>> ins, attrs = feed_slice_bounds("StridedSlice", [x],
+    ...                                {"spec": (("int", 0), ("slice", 1, 3, None))})
     >>> attrs["spec"], [int(t) for t in ins[1:]]
-    ((('tensor_slice', ('t', 1), ('t', 2), ('c', None)),), [1, 3])
+    ((('tensor_int', 1), ('tensor_slice', ('t', 2), ('t', 3), ('c', None))), [0, 1, 3])
     """
     if op_type != "StridedSlice":
         return inputs, attrs
     spec = attrs["spec"]
-    if not any(item[0] == "slice" and (item[1] is not None or item[2] is not None)
+    if not any(item[0] == "int" or (item[0] == "slice"
+                                    and (item[1] is not None or item[2] is not None))
                for item in spec):
         return inputs, attrs
     inputs = list(inputs)
     new_spec = []
     for item in spec:
+        if item[0] == "int":
+            inputs.append(EagerTensor(np.asarray(item[1], np.int32), _dtypes.int32))
+            new_spec.append(("tensor_int", len(inputs) - 1))
+            continue
         if item[0] != "slice" or (item[1] is None and item[2] is None):
             new_spec.append(item)
             continue
@@ -289,6 +307,7 @@ class TraceRecorder:
         self._produced: dict = {}    # id(tensor) -> (i, k) for tensors made in the step
         self._keep: list = []        # those tensors, alive while the step runs (ids)
         self._ops: list = []         # the recorded ops
+        self._fed: list = []         # the fed tensors (their ids stay unique in the step)
         self._owner = threading.get_ident()
         self._replay_location = None
         _ACTIVE.recorder = self
@@ -305,7 +324,7 @@ class TraceRecorder:
         location = self._replay_location
         if location is None:
             location = self.locator.here()
-        inputs, feed_specs = [], []
+        inputs, feed_specs, feed_ids = [], [], []
         trace = self.trace
         produced = self._produced
         for t in op._inputs:
@@ -313,15 +332,19 @@ class TraceRecorder:
             if src is not None:
                 inputs.append(("n",) + src)
                 feed_specs.append(None)
+                feed_ids.append(None)
                 continue
             name = variable_name(t)
             if name is not None:
                 inputs.append(("v", name))
                 trace.variables.setdefault(name, t)
                 feed_specs.append(None)
+                feed_ids.append(None)
             else:
                 inputs.append(("f",))
                 feed_specs.append((t._dtype, tuple(np.shape(t._value))))
+                feed_ids.append(id(t))
+                self._fed.append(t)
         i = len(trace.ops)
         self._ops.append(op)
         outs = op._outputs
@@ -337,7 +360,123 @@ class TraceRecorder:
         attrs = op._attrs
         trace.ops.append(TraceOp(op._type, dict(attrs), freeze_attrs(attrs), location,
                                  tuple(inputs), tuple(feed_specs), tuple(out_specs),
-                                 op._name))
+                                 op._name, tuple(feed_ids)))
+
+    def record_gradient(self, tape, targets, sources, output_gradients, compute):
+        """``tape.gradient``'s result (``compute(targets, sources, output_gradients)``),
+        recorded as one :data:`GRADIENT_OP` node when ``df.gradients`` on the traced ops
+        gives the same gradients: every op on a path from a source to a target is on
+        the tape and recorded (none ran in Python), no other tape records the gradient
+        ops (second order), the targets and tensor sources were made in the step and the
+        gradients are dense. Otherwise its ops are recorded one by one."""
+        if threading.get_ident() != self._owner:
+            return compute(targets, sources, output_gradients)
+        wiring = self._gradient_wiring(tape, targets, sources, output_gradients)
+        if wiring is None:
+            return self._gradient_op_by_op(compute, targets, sources, output_gradients)
+        inputs, feed_specs, source_refs, target_ops = wiring
+        hooks = _eager.RECORDERS
+        saved = list(hooks)
+        hooks[:] = []
+        active, _ACTIVE.recorder = _ACTIVE.recorder, None  # the gradient functions' reads
+        try:                                                # of shapes are not Python's
+            grads = compute(targets, sources, output_gradients)
+        finally:
+            hooks[:] = saved
+            _ACTIVE.recorder = active
+        between = gradient_between(self.trace.ops, source_refs, target_ops)
+        ops = self.trace.ops
+        target_refs = set(inputs[:len(targets)])
+        connected = [ref in target_refs or any(ref in ops[j].inputs for j in between)
+                     for ref in source_refs]
+        if any((g is None) == c or (g is not None and not isinstance(g, EagerTensor))
+               for g, c in zip(grads, connected)):
+            # The tape and df.gradients would disagree (an unwatched source): record the
+            # gradient's ops one by one instead (they are pure: computing twice is safe).
+            return self._gradient_op_by_op(compute, targets, sources, output_gradients)
+        location = self._replay_location
+        if location is None:
+            location = self.locator.here()
+        i = len(ops)
+        attrs = {"targets": len(targets), "sources": len(sources)}
+        out_specs = []
+        k = 0
+        for g in grads:
+            if g is None:
+                out_specs.append(None)
+                continue
+            g._shape = TensorShape(np.shape(g._value))
+            out_specs.append((g._dtype, g._shape))
+            if type(g) is EagerTensor:
+                g.__class__ = TracedTensor
+            self._produced[id(g)] = (i, k)
+            self._keep.append(g)
+            k += 1
+        ops.append(TraceOp(GRADIENT_OP, attrs, freeze_attrs(attrs), location, tuple(inputs),
+                           tuple(feed_specs), tuple(out_specs), "gradient"))
+        return grads
+
+    def _gradient_op_by_op(self, compute, targets, sources, output_gradients):
+        """``compute``'s gradients with their ops recorded one by one, their call sites
+        noted in ``Trace.gradient_stacks`` (kept out of loop folding: a gradient's
+        ops computed op by op are also what the skeleton's gradient memo replays)."""
+        start = len(self.trace.ops)
+        grads = compute(targets, sources, output_gradients)
+        self.trace.gradient_stacks.update(op.location[0] for op in self.trace.ops[start:])
+        return grads
+
+    def _gradient_wiring(self, tape, targets, sources, output_gradients):
+        """Inputs of a :data:`GRADIENT_OP` node (targets, sources, output gradients), or
+        None when the gradient cannot be one node (see :meth:`record_gradient`)."""
+        me = self.record
+        if any(hook != me for hook in _eager.RECORDERS):
+            return None           # another tape records the gradient's ops
+        produced = self._produced
+        taped = set()
+        for op in tape._ops:
+            outs = op._outputs
+            if not outs or not is_recorded(op._type):
+                return None       # ran in Python: the trace does not see its path
+            src = produced.get(id(outs[0]))
+            if src is None:
+                return None
+            taped.add(src[0])
+        inputs, feed_specs, source_refs, target_ops = [], [], [], []
+        for t in targets:
+            src = produced.get(id(t))
+            if src is None:
+                return None
+            inputs.append(("n",) + src)
+            feed_specs.append(None)
+            target_ops.append(src[0])
+        for s in sources:
+            handle = getattr(s, "handle", None)
+            t = s if handle is None else handle
+            src = produced.get(id(t))
+            if src is not None:
+                ref = ("n",) + src
+            else:
+                name = variable_name(t) if isinstance(t, EagerTensor) else None
+                if name is None:
+                    return None
+                ref = ("v", name)
+                self.trace.variables.setdefault(name, t)
+            inputs.append(ref)
+            source_refs.append(ref)
+            feed_specs.append(None)
+        for g in output_gradients or ():
+            if not isinstance(g, EagerTensor):
+                return None
+            src = produced.get(id(g))
+            if src is not None:
+                inputs.append(("n",) + src)
+                feed_specs.append(None)
+            else:
+                inputs.append(("f",))
+                feed_specs.append((g._dtype, tuple(np.shape(g._value))))
+        if not gradient_between(self.trace.ops, source_refs, target_ops) <= taped:
+            return None           # df.gradients would differentiate an op the tape did not
+        return inputs, feed_specs, source_refs, target_ops
 
     def _note_inputs_read(self, op):
         """A stateful op run in Python reads its inputs: those made in the step are
@@ -388,7 +527,7 @@ class TraceRecorder:
             _ACTIVE.recorder = None
         trace = self.trace
         keep, produced = self._keep, self._produced
-        self._keep, self._produced = [], {}
+        self._keep, self._produced, self._fed = [], {}, []
         internal: dict = {}
         for op in self._ops:
             for t in op._inputs:
@@ -408,6 +547,33 @@ class TraceRecorder:
         del t
         trace.alive = alive
         return trace
+
+
+def gradient_between(ops, sources, targets) -> set:
+    """Indices of the ops in ``ops`` (anything with ``inputs`` wired as in a trace) on a
+    path from a source (``("v", name)`` or ``("n", i, k)``) to a target op index: the ops
+    ``df.gradients`` differentiates.
+
+    >>> class Op:
+    ...     def __init__(self, *inputs): self.inputs = inputs
+    >>> ops = [Op(("v", "w")), Op(("n", 0, 0)), Op(("f",)), Op(("n", 1, 0), ("n", 2, 0))]
+    >>> sorted(gradient_between(ops, [("v", "w")], [3]))
+    [0, 1, 3]
+    """
+    source_set = set(sources)
+    reached: set = set()
+    for i, op in enumerate(ops):
+        for src in op.inputs:
+            if src in source_set or (src[0] == "n" and src[1] in reached):
+                reached.add(i)
+                break
+    needed = set(targets)
+    for i in range(len(ops) - 1, -1, -1):
+        if i in needed:
+            for src in ops[i].inputs:
+                if src[0] == "n":
+                    needed.add(src[1])
+    return reached & needed
 
 
 def _is_handle(t) -> bool:

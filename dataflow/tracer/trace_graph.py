@@ -22,6 +22,7 @@ Switch-Case, and each generated op reads exactly the tensors it read when traced
 """
 from __future__ import annotations
 
+from .loops import LOOP_OP, fold_loops
 from .trace import Trace, TraceOp, WRITING_VARIABLE_OPS
 
 __all__ = ["TraceGraph", "Node", "START", "END", "CycleError"]
@@ -89,11 +90,57 @@ class TraceGraph:
         # (the generator fetches those whose shape the graph cannot infer: dynamic).
         self.shape_read: set = set()
         self.shape_read_before: dict = {}
+        # Folded loops (:mod:`.loops`): spec key -> LoopSpec, loop node id -> LoopSpec,
+        # node id -> the loop nodes that follow it; and the traces merged so far, as
+        # recorded (a newly found loop body refolds them all: see :meth:`merge`).
+        self.loop_specs: dict = {}
+        self.loops: dict = {}
+        self.loop_entries: dict = {}
+        self.traces: list = []
+        self.gradient_between: dict = {}   # gradient node id -> nodes it differentiates
 
     def merge(self, trace: Trace) -> bool:
-        """Add ``trace``; True if it brought a node, an edge or a fetched output that
-        was not there (the generated graph must change). CycleError if it would make the
-        graph cyclic (nothing is changed then)."""
+        """Add ``trace`` (its loops folded, :func:`~.loops.fold_loops`); True if it
+        brought a node, an edge or a fetched output that was not there (the generated
+        graph must change). CycleError if it would make the graph cyclic (nothing is
+        changed then).
+
+        A trace whose loop has a body not seen before rebuilds the graph from every
+        trace merged so far, folded again with it: a trace that ran that loop once,
+        unrolled until now, becomes the same path as the others."""
+        folded = fold_loops(trace, self.loop_specs)
+        new_specs = {op.attrs["loop"].key: op.attrs["loop"] for op in folded.ops
+                     if op.op_type == LOOP_OP and op.attrs["loop"].key not in self.loop_specs}
+        if not new_specs:
+            changed = self._merge_folded(folded)
+            if changed:
+                self.traces.append(trace)
+            return changed
+        saved = self.__dict__.copy()
+        try:
+            self.loop_specs = {**self.loop_specs, **new_specs}
+            self._rebuild(self.traces + [trace])
+        except CycleError:
+            self.__dict__.update(saved)
+            raise
+        self.num_traces = saved["num_traces"] + 1
+        return True
+
+    def _rebuild(self, traces):
+        """Merge ``traces`` into an empty graph (the loop bodies known are kept)."""
+        specs = self.loop_specs
+        variables = self.variables
+        self.__init__()
+        self.loop_specs, self.variables = specs, variables
+        for t in traces:
+            folded = fold_loops(t, specs)
+            for op in folded.ops:
+                if op.op_type == LOOP_OP:
+                    specs.setdefault(op.attrs["loop"].key, op.attrs["loop"])
+            self._merge_folded(folded)
+            self.traces.append(t)
+
+    def _merge_folded(self, trace: Trace) -> bool:
         ids, new_nodes, path = [], [], []
         for op in trace.ops:
             inputs = tuple(("n", ids[s[1]], s[2]) if s[0] == "n" else s for s in op.inputs)
@@ -110,6 +157,8 @@ class TraceGraph:
             self.nodes.append(n)
             self.by_key[n.key] = n.id
             self.succ[n.id] = {}
+            if n.op_type == LOOP_OP:
+                self.loops[n.id] = n.attrs["loop"]
         changed = bool(new_nodes or new_edges)
         if changed:
             self.num_traces += 1
@@ -119,6 +168,8 @@ class TraceGraph:
                 self.to_end.add(u)
             else:
                 self.succ[u][self.nodes[v].key] = v
+                if v in self.loops:
+                    self.loop_entries.setdefault(u, []).append(v)
         for i, k in trace.fetched | trace.alive:
             node = self.nodes[ids[i]]
             if k not in node.fetched:
