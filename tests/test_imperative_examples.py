@@ -176,3 +176,14 @@ def test_eager_random_ops_restart_with_the_seed_and_keep_their_own_streams():
     assert not np.array_equal(a1, b1)        # two seeds: two streams
     assert not np.array_equal(a1, a2)        # one op seed: the stream goes on
     np.testing.assert_array_equal(again, a1)  # set_random_seed starts it over
+
+
+def test_tf1_graph_versions_close_their_session_and_leave_numpy_ieee():
+    # A graph version left its flushing Session open: the BLAS pool stayed flushing
+    # subnormals for the rest of the process (NumPy matmuls outside any step included).
+    from dataflow.util.float_env import count_subnormals
+    tf1_graphs.GRAPH_VERSIONS["mlp_adam"](2)
+    a = np.full((256, 256), 1e-21, np.float32)     # every product subnormal (~2.6e-40)
+    with threadpool_limits(2, user_api="blas"):   # a BLAS worker thread besides us
+        product = a @ a
+    assert count_subnormals(product) == product.size

@@ -81,14 +81,16 @@ def test_loop_with_body_on_b_and_predicate_on_a(n):
     assert part[0] == n
 
 
-def test_loop_structure_one_control_loop_on_the_body_device():
+def test_loop_structure_control_loops_on_both_devices_the_body_one_reading_a_recv():
     g = df.Graph()
     with g.as_default():
         i, a = loop_body_on_b(3)
     part = df.partition(g, [i, a], feeds=[g.get_tensor_by_name("x:0")])
     (frame,) = part.loop_leaders
     assert part.loop_leaders[frame] == DA
-    assert part.control_loops_on(DA) == {}
+    # The predicate's device anchors on a control loop too, reading its own LoopCond
+    # (no message): the user's loop Merge can fire for an iteration that never starts.
+    assert part.control_loops_on(DA)[frame].pred.op.type == "LoopCond"
     loop = part.control_loops_on(DB)[frame]
     assert [op.type for op in loop.ops] == ["Enter", "Merge", "Switch", "NextIteration"]
     assert loop.pred.op.type == "_Recv"
@@ -102,8 +104,8 @@ def test_loop_structure_one_control_loop_on_the_body_device():
 
 def test_every_recv_in_a_frame_waits_for_its_devices_control_loop():
     """TF's partition-test invariant: a Recv inside a loop frame has a control input from
-    its device's per-iteration anchor (the control loop's Merge, or on the predicate's
-    device the loop's own Merge); root-frame Recvs are sources."""
+    its device's per-iteration anchor (the control loop's Merge, on the predicate's
+    device too); root-frame Recvs are sources."""
     g = df.Graph()
     with g.as_default():
         nested_three_devices()
@@ -120,12 +122,7 @@ def test_every_recv_in_a_frame_waits_for_its_devices_control_loop():
             continue
         (ctrl,) = recv.control_inputs
         assert ctrl.type == "Merge"
-        loop = part.control_loops_on(dev).get(pair.frame)
-        if loop is not None:
-            assert ctrl is loop.merge
-        else:
-            assert part.loop_leaders[pair.frame] == dev
-            assert any(t.op.type == "Enter" for t in ctrl.inputs)
+        assert ctrl is part.control_loops_on(dev)[pair.frame].merge
         checked += 1
     assert checked >= 5
     for loop in part.control_loops:
@@ -200,12 +197,12 @@ def test_nested_loops_over_three_devices():
     assert result.loop_leaders == {outer: DA, inner: DB}
     on_c = result.control_loops_on(DC)
     assert set(on_c) == {outer}              # C has only outer-loop nodes
-    assert set(result.control_loops_on(DB)) == {outer}
-    assert set(result.control_loops_on(DA)) == {inner}
-    # stacked: A's inner control loop enters from A's outer-loop Merge (A leads the outer
-    # loop), C's outer control loop from a root-frame constant
+    assert set(result.control_loops_on(DB)) == {outer, inner}
+    assert set(result.control_loops_on(DA)) == {outer, inner}
+    # stacked: A's inner control loop enters from A's outer control loop's pivot (its
+    # Switch), C's outer control loop from a root-frame constant
     a_inner = result.control_loops_on(DA)[inner]
-    assert a_inner.enter.inputs[0].op.type == "Merge"
+    assert a_inner.enter.inputs[0] is result.control_loops_on(DA)[outer].pivot
     assert on_c[outer].enter.inputs[0].op.type == "Const"
 
 
@@ -365,7 +362,8 @@ def test_rendezvous_delivers_value_and_dead_bit_in_either_order():
 # -- messages ------------------------------------------------------------------------------
 def test_messages_per_iteration_match_the_construction():
     """Per iteration: one message per Send/Recv pair of the frame; those are the edges
-    crossing devices plus one predicate per device that has a control loop."""
+    crossing devices plus one predicate per device other than the predicate's (every
+    device has a control loop; the predicate's reads its LoopCond)."""
     g = df.Graph()
     with g.as_default():
         fetches = loop_body_on_b(6)
@@ -374,7 +372,7 @@ def test_messages_per_iteration_match_the_construction():
     (frame,) = result.loop_leaders
     pairs = [p for p in result.send_recv_pairs if p.frame == frame]
     preds = [p for p in pairs if p.kind == "predicate"]
-    assert len(preds) == len(result.control_loops) == 1
+    assert len(preds) == len(result.control_loops) - 1 == 1
     crossing = [p for p in pairs if p.kind != "predicate"]
     assert result.messages_per_iteration(frame) == len(crossing) + len(preds)
     with df.Session(graph=g, config=df.ConfigProto(partition_mode="recording",
@@ -452,7 +450,7 @@ def test_benchmark_loop_sends_the_constructions_message_count(devices):
     result = df.partition(g, fetches)
     (frame,) = result.loop_leaders
     assert result.messages_per_iteration(frame) == 2 * (devices - 1)
-    assert len(result.control_loops) == devices - 1
+    assert len(result.control_loops) == devices
     config = df.ConfigProto(device_count={"CPU": devices}, partition_mode="recording")
     with df.Session(graph=g, config=config) as sess, df.Session(graph=gs) as single:
         assert sess.run(fetches) == single.run(fetches_s)
@@ -519,3 +517,65 @@ def test_a_loop_without_loop_cond_cannot_span_devices():
     with df.Session(graph=g, config=df.ConfigProto(**CONFIG)) as sess, \
             pytest.raises(df.errors.InvalidArgumentError, match="no LoopCond"):
         sess.run(out)
+
+
+# -- regressions ---------------------------------------------------------------------------
+def loop_made_live_by_a_control_trigger(maximum_iterations=None, parallel_iterations=10):
+    """``while i < 2: (i, v) = (i + 1, 2 * identity(x) after ControlTrigger(after i))``:
+    the ControlTrigger runs live in the last iteration too (its input is dead there), so
+    ``v``'s NextIteration is live after the predicate turned False and ``v``'s Merge fires
+    for an iteration that never starts. ``v``'s loop ops and the predicate are on A, ``i``'s
+    on B (DATAFLOW_TEST_SEED=448140721 of test_partition_differential, written by hand)."""
+    x = df.placeholder(df.int32, [2], name="x")
+
+    def body(i, v):
+        with df.control_dependencies([i.op]):
+            trigger = df.control_trigger(name="trigger")
+        with df.control_dependencies([trigger]):
+            c = df.identity(x)
+        return df.add(i, 1, name="next_i"), df.add(c, c)
+
+    i, v = df.while_loop(lambda i, v: df.less(i, 2), body, (0, x),
+                         maximum_iterations=maximum_iterations,
+                         parallel_iterations=parallel_iterations)
+    ops = df.get_default_graph().get_operations()
+    *other_merges, _ = [op for op in ops if op.type == "Merge"]    # v's Merge is last
+    on_b = {op.name for m in other_merges for op in (m, m.inputs[0].op, m.inputs[1].op)}
+    for op in ops:
+        op._set_device(B if op.name in on_b or op.name.endswith(("trigger", "next_i"))
+                       else A)
+    return i, v
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+@pytest.mark.parametrize("loop_args,feed_exit", [
+    ({}, False), ({}, True), ({"maximum_iterations": 1, "parallel_iterations": 1}, True)],
+    ids=["plain", "exit-fed", "max-iterations-1"])
+def test_a_loop_merge_firing_after_the_last_iteration_does_not_hang_the_partitions(
+        mode, loop_args, feed_exit):
+    # Before the fix the predicate's device anchored its Recvs on the loop's own Merge,
+    # which fired again after the last iteration: its Recvs waited for messages no
+    # device sends (DeadlineExceededError). Every device now anchors on a control loop.
+    x_value = np.array([4, -2], np.int32)
+    results = []
+    for placed in (True, False):
+        g = df.Graph()
+        with g.as_default():
+            i, v = loop_made_live_by_a_control_trigger(**loop_args)
+        if not placed:
+            for op in g.get_operations():
+                op._set_device("")
+        feeds = {g.get_tensor_by_name("x:0"): x_value}
+        if feed_exit:
+            feeds[i] = np.int32(7)                  # the Exit of i is fed, v fetched
+        config = df.ConfigProto(partition_mode=mode if placed else "threads", **CONFIG)
+        with df.Session(graph=g, config=config) as sess:       # unplaced: one executor
+            results.append(sess.run([i, v], feeds,
+                                    options=df.RunOptions(timeout_in_ms=20_000)))
+            assert any(isinstance(p, PartitionedPlan) for p in sess._plans.values()) \
+                == placed
+    part, single = results
+    trips = 1 if loop_args.get("maximum_iterations") == 1 else 2
+    assert part[0] == single[0] == (7 if feed_exit else trips)
+    np.testing.assert_array_equal(part[1], 2 * x_value)
+    np.testing.assert_array_equal(single[1], 2 * x_value)

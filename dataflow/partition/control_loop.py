@@ -13,17 +13,19 @@ that frame on the device gets a control edge from it, so a Recv runs only in tho
 iterations, and the received predicate decides whether NextIteration starts the
 next one. The Enter's dummy input is a constant in the root frame, or, for a nested
 loop, the enclosing frame's pivot on the same device (its control loop's Switch
-output, or the enclosing loop's own Merge on the device that owns that predicate),
-so inner control loops are entered once per outer iteration.
+output), so inner control loops are entered once per outer iteration. The device that
+owns the predicate gets a control loop too, whose Switch reads the LoopCond itself.
 
 >>> def body(i, v):                       # the predicate stays on /cpu:0
 ...     with df.device("/cpu:1"):
 ...         return i + 1, v * 2.0
 >>> with df.device("/cpu:0"):
 ...     _, y = df.while_loop(lambda i, v: i < 3, body, (0, 1.0))
->>> [loop] = df.partition(df.get_default_graph(), [y]).control_loops
->>> loop.device, [op.type for op in loop.ops], loop.pred.op.type
-('/device:CPU:1', ['Enter', 'Merge', 'Switch', 'NextIteration'], '_Recv')
+>>> loops = df.partition(df.get_default_graph(), [y]).control_loops
+>>> [(loop.device, loop.pred.op.type) for loop in loops]
+[('/device:CPU:0', 'LoopCond'), ('/device:CPU:1', '_Recv')]
+>>> [op.type for op in loops[1].ops]
+['Enter', 'Merge', 'Switch', 'NextIteration']
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ class ControlLoop:
     """The control loop of ``frame`` on ``device`` (ops of ``partitions[device]``).
 
     ``pred`` is the predicate the Switch reads: a Recv (``pred.op.type == "_Recv"``)
-    from the device that owns the loop's LoopCond, or that LoopCond itself when the
-    owning device needs a control loop only because it has no loop Merge of its own.
+    from the device that owns the loop's LoopCond, or that LoopCond itself on the
+    owning device.
     """
 
     device: str

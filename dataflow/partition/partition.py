@@ -12,8 +12,9 @@ The construction follows the design note (sections 4-6) and TensorFlow's
    a control edge crosses as a dummy value sent after the source ran (or died);
 4. give every device that has nodes of a loop frame but not its predicate a control
    loop (:mod:`dataflow.partition.control_loop`); every Recv of a frame gets a control
-   edge from its device's per-iteration anchor (the control loop's Merge, or on the
-   predicate's device the loop's own Merge), so it runs once per iteration.
+   edge from its device's per-iteration anchor (the control loop's Merge; the
+   predicate's device gets one too, reading its LoopCond directly), so it runs once
+   per iteration the predicate started.
 
 >>> g = df.Graph()
 >>> with g.as_default():
@@ -377,11 +378,12 @@ class _Partitioner:
                 None, next((op for op in self.ops if self.frame_of[op] is frame), None),
                 f"Loop frame '{frame.name}' spans several devices but has no LoopCond: the "
                 "partitioner cannot tell the other devices when an iteration starts")
-        device, loop_cond = leader
-        merge = self._loop_merge(frame, d) if d == device else None
-        if merge is not None:
-            got = self.anchors[key] = (merge, merge.outputs[0])
-            return got
+        # Every device of the frame, the predicate's included, anchors on a control loop:
+        # its Merge fires only for iterations whose predicate was true. A loop Merge of
+        # the user's graph is no anchor: its NextIteration can be live after the last
+        # true predicate (a ControlTrigger in the body makes dead values live again), so
+        # it fires for one more iteration whose Recvs no device ever sends (a hang).
+        _, loop_cond = leader
         parent_pivot = self._anchor(d, frame.parent)[1]
 
         def pred_of(merge_op):
@@ -401,20 +403,6 @@ class _Partitioner:
         self.targets[d].append(loop.next_iteration)
         got = self.anchors[key] = (loop.merge, loop.pivot)
         return got
-
-    def _loop_merge(self, frame, d):
-        """A loop Merge of ``frame`` on ``d`` (fed by one of the frame's Enters: it fires
-        once per iteration, before the predicate) whose inputs are all local, so no Recv
-        it anchors can feed it; or None (``d`` then gets a control loop that reads its
-        own LoopCond: no messages, no cycle)."""
-        copies = self.placement.copies
-        for op in self.ops:
-            if op._op_def.role == R.MERGE and self.frame_of[op] is frame \
-                    and d in copies[op] \
-                    and any(t.op._op_def.role == R.ENTER for t in op._inputs) \
-                    and all(d in copies[t.op] for t in op._inputs if t not in self.fed):
-                return self.copies[(op, d)]
-        return None
 
     def _dummy(self, d) -> Tensor:
         t = self.dummies.get(d)

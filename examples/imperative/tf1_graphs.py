@@ -68,13 +68,19 @@ def _train_op(model, loss):
         zip(tf.gradients(loss, model.variables), model.variables))
 
 
-def _loop(wrap, step, batches, verbose=False):
-    step = wrap(step) if wrap else step
+def _loop(wrap, model, batches, verbose=False):
+    """Run ``model.step`` (wrapped by ``wrap``) over ``batches``, then close the model's
+    Session: an unclosed one would keep its resources, and the BLAS pool flushing
+    subnormals for the rest of the process (dataflow/runtime/denormals.py)."""
+    step = wrap(model.step) if wrap else model.step
     losses = []
-    for i, batch in enumerate(batches):
-        losses.append(float(step(*batch)))
-        if verbose and i % 10 == 0:
-            print(f"step {i:4d}  loss {losses[-1]:.4f}")
+    try:
+        for i, batch in enumerate(batches):
+            losses.append(float(step(*batch)))
+            if verbose and i % 10 == 0:
+                print(f"step {i:4d}  loss {losses[-1]:.4f}")
+    finally:
+        model.sess.close()
     return losses
 
 
@@ -95,7 +101,7 @@ class MLPGraph:
 
 
 def run_mlp_adam(steps=mlp_adam.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(wrap, MLPGraph(seed).step,
+    return _loop(wrap, MLPGraph(seed),
                  common.digit_batches(steps, seed=seed), verbose)
 
 
@@ -122,7 +128,7 @@ class SDPointGraph:
 
 
 def run_sdpoint(steps=sdpoint.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(wrap, SDPointGraph(seed).step,
+    return _loop(wrap, SDPointGraph(seed),
                  common.digit_images(steps, seed=seed), verbose)
 
 
@@ -170,7 +176,7 @@ class DropBlockGraph:
 def run_dropblock(steps=dropblock.STEPS, wrap=None, seed=0, verbose=False):
     batches = ((x, y, dropblock.keep_prob_schedule(i, steps))
                for i, (x, y) in enumerate(common.digit_images(steps, seed=seed)))
-    return _loop(wrap, DropBlockGraph(seed).step, batches, verbose)
+    return _loop(wrap, DropBlockGraph(seed), batches, verbose)
 
 
 # -- 4. BERT-CLS ----------------------------------------------------------------------------
@@ -198,7 +204,7 @@ class BertGraph:
 
 
 def run_bert_cls(steps=bert_cls.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(wrap, BertGraph(seed).step,
+    return _loop(wrap, BertGraph(seed),
                  common.digit_batches(steps, seed=seed), verbose)
 
 
@@ -247,7 +253,7 @@ class RCNNGraph:
 def run_faster_rcnn(steps=faster_rcnn.STEPS, wrap=None, seed=0, verbose=False):
     batches = ((x, y, faster_rcnn.region_objectness(x))
                for x, y in common.digit_batches(steps, seed=seed))
-    return _loop(wrap, RCNNGraph(seed).step, batches, verbose)
+    return _loop(wrap, RCNNGraph(seed), batches, verbose)
 
 
 # -- 6. RNN over varying lengths ------------------------------------------------------------
@@ -278,7 +284,7 @@ class RNNGraph:
 
 
 def run_rnn_varlen(steps=rnn_varlen.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(wrap, RNNGraph(seed).step,
+    return _loop(wrap, RNNGraph(seed),
                  common.adding_problem(steps, seed=seed), verbose)
 
 
@@ -315,7 +321,7 @@ def run_music_transformer(steps=music_transformer.STEPS, wrap=None, seed=0, verb
     batches = ((t,) for t in common.music_sequences(
         steps, length=music_transformer.LENGTH + 1, vocab=music_transformer.VOCAB,
         seed=seed))
-    return _loop(wrap, MusicGraph(seed).step, batches, verbose)
+    return _loop(wrap, MusicGraph(seed), batches, verbose)
 
 
 # -- 8. Skipped steps -----------------------------------------------------------------------
@@ -348,7 +354,7 @@ class SkipStepGraph:
 
 
 def run_skip_step(steps=skip_step.STEPS, wrap=None, seed=0, verbose=False):
-    return _loop(wrap, SkipStepGraph(seed).step,
+    return _loop(wrap, SkipStepGraph(seed),
                  skip_step.glitched(common.digit_batches(steps, seed=seed)), verbose)
 
 
