@@ -610,16 +610,14 @@ class CoRun:
         of the key (an unknown one, None, is read through an Output Fetching, which
         keeps the computation out of the memo anyway)."""
         dynamic = self._dynamic_nodes
+        owned = self._taped_outputs(tape)
+        if owned is None:
+            return None
         taped = []
-        for op in tape._ops:
-            outs = op._outputs
-            if not outs:
-                return None
-            h = outs[0]
-            if type(h) is not Handle or h._run is not self:
-                return None
-            taped.append(h._node)
-            if h._node in dynamic:
+        for outs in owned:
+            node = outs[0]._node
+            taped.append(node)
+            if node in dynamic:
                 taped.append(tuple(_shape_key(o) for o in outs))
         wired = []
         for t in targets:
@@ -1260,16 +1258,26 @@ class CoRun:
             targets = [src[1] for src in node.inputs[:n_targets]]
             between = self.tg.gradient_between[nid] = frozenset(
                 gradient_between(self.tg.nodes, sources, targets))
-        taped = set()
+        owned = self._taped_outputs(tape)
+        if owned is None:
+            return False
+        taped = {node[0] if type(node) is tuple else node
+                 for node in (outs[0]._node for outs in owned)}
+        return between <= taped
+
+    def _taped_outputs(self, tape):
+        """The outputs of each op on ``tape``, or None when one of them is not this
+        run's (an op with no output, or one that ran in Python or in another step)."""
+        owned = []
         for op in tape._ops:
             outs = op._outputs
             if not outs:
-                return False
+                return None
             h = outs[0]
             if type(h) is not Handle or h._run is not self:
-                return False
-            taped.add(h._node[0] if type(h._node) is tuple else h._node)
-        return between <= taped
+                return None
+            owned.append(outs)
+        return owned
 
 
 def _fits(spec, pattern) -> bool:

@@ -108,15 +108,7 @@ def _sum_to_shape_out(ctx, ref_out):
     plans = {}
 
     def sum_to_shape_out(grad, shape, out):
-        if type(grad) is not _ndarray or grad.size < _dispatch.REDUCTION_MIN_SIZE \
-                or grad.dtype is not dt or not grad.flags.c_contiguous:
-            np.copyto(out, kernel(grad, shape))
-            return
-        target = tuple(shape.tolist()) if type(shape) is _ndarray else tuple(shape)
-        key = (grad.shape, target)
-        plan = plans.get(key, False)
-        if plan is False:
-            plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
+        plan = _compiled_split(plans, grad, shape, dt)[0]
         if plan is None:
             np.copyto(out, kernel(grad, shape))
             return
@@ -138,19 +130,27 @@ def _sum_to_shape(ctx, ref):
     plans = {}  # (grad shape, target shape) -> split, or None for the NumPy kernel
 
     def sum_to_shape(grad, shape):
-        if type(grad) is not _ndarray or grad.size < _dispatch.REDUCTION_MIN_SIZE \
-                or grad.dtype is not dt or not grad.flags.c_contiguous:
-            return ref(grad, shape)
-        target = tuple(shape.tolist()) if type(shape) is _ndarray else tuple(shape)
-        key = (grad.shape, target)
-        plan = plans.get(key, False)
-        if plan is False:
-            plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
+        plan, target = _compiled_split(plans, grad, shape, dt)
         if plan is None:
             return ref(grad, shape)
         out = _reduce_split(grad, plan, dt, last_fn, middle_fn)
         return out.reshape(target) if target else out[0]
     return sum_to_shape
+
+
+def _compiled_split(plans, grad, shape, dt):
+    """``(plan, target shape)`` for the compiled SumToShape of ``grad`` (plan None: use
+    the NumPy kernel — not a C-contiguous array of ``dt``, too small, or axes not
+    adjacent). ``plans`` memoises the split per (grad shape, target)."""
+    if type(grad) is not _ndarray or grad.size < _dispatch.REDUCTION_MIN_SIZE \
+            or grad.dtype is not dt or not grad.flags.c_contiguous:
+        return None, None
+    target = tuple(shape.tolist()) if type(shape) is _ndarray else tuple(shape)
+    key = (grad.shape, target)
+    plan = plans.get(key, False)
+    if plan is False:
+        plan = plans[key] = _sum_to_shape_plan(grad.shape, target)
+    return plan, target
 
 
 def _sum_to_shape_plan(grad_shape, target):
