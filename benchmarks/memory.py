@@ -46,9 +46,10 @@ __all__ = ["WORKLOADS", "measure_step_peak", "planned_run_bytes", "report"]
 
 
 def measurement_config():
-    """A Session whose every value is a NumPy array allocated when its op runs."""
+    """A Session whose every value is a NumPy array allocated when its op runs (loops
+    interpreted: a compiled frame's values are allocated by Numba, outside tracemalloc)."""
     return df.ConfigProto(use_compiled_kernels=False, fuse_elementwise=False,
-                          inter_op_parallelism_threads=1)
+                          inter_op_parallelism_threads=1, compile_loops=False)
 
 
 class TokenFetches(list):
