@@ -169,24 +169,26 @@ def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
 
 
 def _step_targets(g, gradient_ops) -> list:
-    """The ops the step's plan is asked to run: the ops nobody consumes (by a data or
-    control edge), except the stateless ones among ``gradient_ops``. Every op of the
-    graph leads to one of them, so the plan still runs every traced op (Output
-    Fetchings and variable writes included); of what ``df.gradients`` built for a
-    gradient node, only what the gradients need (a tape over a layer fed its input
-    computes no gradient for that input; TF's gradient functions build it, and a
-    Session's pruning drops it: mlp_adam's 64 x 128 x 128 MatMul). Not all ops: a
-    target is never fused into its consumer's kernel, folded or elided, so naming every
-    op left the generated graph without elementwise fusion (music_transformer: 21 Mul
-    kernels at 490 us per step where the hand-written graph fuses them) and ran its
-    ``VarHandleOp`` s as kernels every step instead of folding them."""
+    """The ops the step's plan is asked to run: each op outside ``gradient_ops`` that no
+    other op outside them consumes (by a data or control edge), and the stateful ops
+    among them. Every op outside ``gradient_ops`` leads to such a target, so the plan
+    runs every traced op (Output Fetchings and variable writes included); of what
+    ``df.gradients`` built for a gradient node, only what the gradients need (a tape
+    over a layer fed its input computes no gradient for that input; TF's gradient
+    functions build it, and a Session's pruning drops it: mlp_adam's [64, 128] x
+    [128, 64] MatMul). Not all ops: a target is never fused into its consumer's kernel,
+    folded or elided, so naming every op left the generated graph without elementwise
+    fusion (music_transformer: 21 Mul kernels at 490 us per step where the hand-written
+    graph fuses them) and ran its ``VarHandleOp`` s as kernels every step instead of
+    folding them."""
     ops = g.get_operations()
     consumed = set()
     for op in ops:
-        consumed.update(t.op for t in op._inputs)
-        consumed.update(op._control_inputs)
-    return [op for op in ops if op not in consumed
-            and (op not in gradient_ops or op._op_def.stateful)]
+        if op not in gradient_ops:
+            consumed.update(t.op for t in op._inputs)
+            consumed.update(op._control_inputs)
+    return [op for op in ops if (op._op_def.stateful if op in gradient_ops
+                                 else op not in consumed)]
 
 
 def _recv(g, name, dtype, shape):
