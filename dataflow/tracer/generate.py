@@ -155,7 +155,7 @@ def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
                       fuse_elementwise=fusion_enabled(config.fuse_elementwise))
     plan.transfers = transfer_keys(plan)
     # Folded loops and their gradient loops: the loop compiler takes the frames it can
-    # (a frame with a _Recv from Python, a folded loop's own, runs interpreted).
+    # (a folded loop's frame receives nothing from Python: see _loop_feeds).
     attach_loop_compiler(plan, [], [op for op in g.get_operations()
                                     if op._control_flow_context is None], [],
                          compile_loops_mode(config.compile_loops))
