@@ -468,11 +468,11 @@ def tile(input, multiples, name=None) -> Tensor:  # noqa: A002
                                          name=name or "Tile").outputs[0]
 
 
-def _shape_query(op_type, x, name, out_type):
+def _shape_query(op_type, x, name, out_type, optimize=True):
     x = convert_to_tensor(x)
     out_type = _dtypes.as_dtype(out_type)
 
-    static = _static_shape_query(op_type, x, out_type, name)
+    static = _static_shape_query(op_type, x, out_type, name) if optimize else None
     if static is not None:
         return static()  # as TF1's shape(optimize=True): a constant, no run-time query
 
@@ -518,6 +518,22 @@ def _static_shape_query(op_type, x, out_type, name=None):
 def shape(input, name=None, out_type=_dtypes.int32) -> Tensor:  # noqa: A002
     """The dynamic shape of ``input`` as a 1-D int32 tensor."""
     return _shape_query("Shape", input, name, out_type)
+
+
+def shape_internal(input, name=None, optimize=True,  # noqa: A002
+                   out_type=_dtypes.int32) -> Tensor:
+    """:func:`shape`, with TF's ``optimize`` switch: ``optimize=False`` always builds the
+    run-time ``Shape`` op, even where the static shape (an eager tensor's) answers the
+    query. Code whose result is data-dependent (the length of a ``unique``) uses it so a
+    traced step computes the shape inside the generated graph instead of reading it.
+
+    >>> with df.eager_mode():
+    ...     x = df.constant([3, 1, 3])
+    ...     n, m = shape_internal(x, optimize=False), shape_internal(x)
+    >>> n.op.type, m.op.type, n.numpy().tolist()
+    ('Shape', 'Const', [3])
+    """
+    return _shape_query("Shape", input, name, out_type, optimize)
 
 
 def size(input, name=None, out_type=_dtypes.int32) -> Tensor:  # noqa: A002

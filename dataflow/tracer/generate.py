@@ -25,12 +25,13 @@
   (through ControlTriggers: the fetched node may be dead in this step).
 
 * A folded Python loop (:mod:`.loops`) is one ``while_loop``: its variables start from
-  the loop node's inputs, its body is one iteration's ops, and its predicate is a
-  ``_Recv`` in the loop's frame that Python feeds once per iteration (true when it
-  starts an iteration, false when it leaves the loop), so the trip count is fed and
-  any trip count runs on the same graph. A value fed every iteration (a loop index)
-  is a ``_Recv`` in the body; the rendezvous key of each iteration carries
-  ``(frame name, iteration)``. The loop node's outputs are its variables' exits.
+  the loop node's inputs, its body is one iteration's ops, and it runs while its
+  iteration count is below a trip count that Python feeds when it leaves the loop, so
+  any trip count runs on the same graph. A value fed every iteration (a loop index,
+  a slice bound) is fed then too, all iterations' values stacked, and the body reads
+  its iteration's row: the loop's frame receives nothing from Python, so the loop
+  compiler can run it as one function. The loop node's outputs are its variables'
+  exits.
 * A ``GradientTape.gradient`` recorded as one node (:data:`~.trace.GRADIENT_OP`) is
   ``df.gradients`` of its targets with respect to its sources on the generated graph,
   through folded loops as through any ``while_loop``.
@@ -56,6 +57,7 @@ a step with another trip count is another path.
 from __future__ import annotations
 
 import contextlib
+import gc
 
 import numpy as np
 
@@ -64,6 +66,8 @@ from ..framework.eager import EagerOp
 from ..framework.graph import Graph
 from ..framework.tensor_shape import TensorShape
 from ..runtime.device_set import DeviceSet
+from ..runtime.fusion import fusion_enabled
+from ..runtime.host_memory import retain_freed_memory
 from ..runtime.kernel_resolver import KernelResolver
 from ..runtime.loop_hook import attach_loop_compiler, compile_loops_mode
 from ..runtime.partitioned import transfer_keys
@@ -104,9 +108,11 @@ class StepGraph:
         self.fetch_keys: dict = {}
         self.written: set = set()
         self.dynamic: set = set()    # (node, output) whose shape depends on values
-        # Folded loop node id -> (frame name, predicate tensor name, {(body op, input):
-        # tensor name of a per-iteration feed}); the keys add ``((frame, iteration),)``.
+        # Folded loop node id -> (frame name, trip count tensor name, {(body op, input):
+        # tensor name of the stacked per-iteration feed}); all fed when Python leaves
+        # the loop (see _loop_feeds).
         self.loop_keys: dict = {}
+        self.gradient_ops: set = set()   # ops df.gradients made for gradient nodes
 
 
 def _key(src, dst, name):
@@ -142,17 +148,47 @@ def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
         pivots = _build_case_selects(g, step, switch_cases)
         _build_nodes(g, step, tg, order, pivots)
     config = config or ConfigProto()
+    if config.retain_host_memory:
+        retain_freed_memory()    # as a Session's first step does: no page faults per step
     resolver = KernelResolver(DeviceSet(g, {}, False), config, resources)
-    plan = build_plan(g, [], g.get_operations(), [], resolver.kernel_for,
-                      fuse_elementwise=config.fuse_elementwise)
+    plan = build_plan(g, [], _step_targets(g, step.gradient_ops), [], resolver.kernel_for,
+                      fuse_elementwise=fusion_enabled(config.fuse_elementwise))
     plan.transfers = transfer_keys(plan)
     # Folded loops and their gradient loops: the loop compiler takes the frames it can
-    # (a frame with a _Recv from Python, a folded loop's own, runs interpreted).
+    # (a folded loop's frame receives nothing from Python: see _loop_feeds).
     attach_loop_compiler(plan, [], [op for op in g.get_operations()
                                     if op._control_flow_context is None], [],
                          compile_loops_mode(config.compile_loops))
     step.plan = plan
+    # The graph, its plan and the kernels compiled for it live as long as this graph.
+    # Moved to the oldest generation now, in the step that pays for the generation
+    # anyway, rather than by the first generation-1 collection of a later step, which
+    # scans them all (12-40 ms a few steps after each generation, on the examples).
+    gc.collect(1)
     return step
+
+
+def _step_targets(g, gradient_ops) -> list:
+    """The ops the step's plan is asked to run: each op outside ``gradient_ops`` that no
+    other op outside them consumes (by a data or control edge), and the stateful ops
+    among them. Every op outside ``gradient_ops`` leads to such a target, so the plan
+    runs every traced op (Output Fetchings and variable writes included); of what
+    ``df.gradients`` built for a gradient node, only what the gradients need (a tape
+    over a layer fed its input computes no gradient for that input; TF's gradient
+    functions build it, and a Session's pruning drops it: mlp_adam's [64, 128] x
+    [128, 64] MatMul). Not all ops: a target is never fused into its consumer's kernel,
+    folded or elided, so naming every op left the generated graph without elementwise
+    fusion (music_transformer: 21 Mul kernels at 490 us per step where the hand-written
+    graph fuses them) and ran its ``VarHandleOp`` s as kernels every step instead of
+    folding them."""
+    ops = g.get_operations()
+    consumed = set()
+    for op in ops:
+        if op not in gradient_ops:
+            consumed.update(t.op for t in op._inputs)
+            consumed.update(op._control_inputs)
+    return [op for op in ops if (op._op_def.stateful if op in gradient_ops
+                                 else op not in consumed)]
 
 
 def _recv(g, name, dtype, shape):
@@ -209,6 +245,10 @@ def _build_nodes(g, step, tg, order, pivots):
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
     var_ops: dict = {}      # variable name -> node ids touching it, in order
     partial: dict = {}      # (node id, k) of a dynamic output -> its inferred shape
+    # With no Case Select there is no Switch outside loop frames, so no op of the root
+    # frame is ever dead: variable orderings need no ControlTrigger (one node less
+    # each; the deadlock rule's fetch -> feed edges keep theirs, they are few).
+    live = not pivots
     anc = _ancestors(tg, order)
     for v in order:
         node = tg.nodes[v]
@@ -231,7 +271,7 @@ def _build_nodes(g, step, tg, order, pivots):
         if node.op_type == LOOP_OP:
             op = _build_loop(g, step, v, node, inputs, pivot)
         elif node.op_type == GRADIENT_OP:
-            op = _build_gradient(g, v, node, inputs, pivot, built, partial)
+            op = _build_gradient(g, step, v, node, inputs, pivot, built, partial)
         else:
             op = g.create_op(node.op_type, inputs, dict(node.attrs),
                              name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
@@ -259,7 +299,7 @@ def _build_nodes(g, step, tg, order, pivots):
             for u in var_ops.get(name, ()):
                 if (not group and (earlier >> u & 1)
                         and (node.writes or tg.nodes[u].writes)):
-                    op._add_control_input(_trigger(g, triggers, built, u))
+                    op._add_control_input(_trigger(g, triggers, built, u, live))
             var_ops.setdefault(name, []).append(v)
             if node.writes:
                 step.written.add(name)
@@ -278,7 +318,7 @@ def _build_nodes(g, step, tg, order, pivots):
 def _build_loop(g, step, v, node, ext, pivot):
     """The ``while_loop`` of folded loop node ``v`` (see the module docstring). Loop
     variable 0 counts iterations; it starts behind the case pivot, so a loop whose case
-    is not taken is dead from its first Merge on (its predicate is never awaited)."""
+    is not taken is dead from its first Merge on (its trip count is never awaited)."""
     spec = node.attrs["loop"]
     with g.control_dependencies([pivot] if pivot is not None else None):
         start = g.create_op("Const", [], {"value": np.int32(0), "dtype": _dtypes.int32},
@@ -294,14 +334,14 @@ def _build_loop(g, step, v, node, ext, pivot):
                               "dtype": dtype}, name=f"loop_{v}/zeros_{j}_{k}").outputs[0])
     invariants = [TensorShape([])] + [spec.body[j].out_specs[k][1]
                                       for j, k, _ in spec.variables]
-    predicate = f"loop_{v}_go"
-    body_feeds: dict = {}
+    trips_name = f"loop_{v}_trips"
     frame: list = []
     hoisted = _build_invariants(g, v, spec, ext, pivot)
+    trips, stacked, body_feeds = _loop_feeds(g, v, spec, hoisted, trips_name, pivot)
 
-    def cond(*_):
+    def cond(count, *_):
         frame.append(g._get_control_flow_context().name)
-        return _recv(g, predicate, _dtypes.bool, TensorShape([])).outputs[0]
+        return g.create_op("Less", [count, trips], name=f"loop_{v}/go").outputs[0]
 
     def body(count, *variables):
         made = []
@@ -318,11 +358,10 @@ def _build_loop(g, step, v, node, ext, pivot):
                     inputs.append(variables[src[1]])
                 elif kind == "x":
                     inputs.append(ext[src[1]])
-                else:
-                    dtype, shape = b.feed_specs[q]
-                    name = f"feed_{v}_{j}_{q}"
-                    body_feeds[(j, q)] = name
-                    inputs.append(_recv(g, name, dtype, TensorShape(shape)).outputs[0])
+                else:   # this iteration's row of the value fed for every iteration
+                    inputs.append(g.create_op(
+                        "GatherV2", [stacked[(j, q)], count], {"axis": 0},
+                        name=f"loop_{v}/row_{j}_{q}").outputs[0])
             op = g.create_op(b.op_type, inputs, dict(b.attrs), name=f"n{v}_{j}_{b.op_type}",
                              output_specs=list(b.out_specs))
             _note_dynamic_shapes(step, (v, j), op)
@@ -334,13 +373,39 @@ def _build_loop(g, step, v, node, ext, pivot):
 
     exits = _while_loop(cond, body, initial, shape_invariants=invariants,
                         name=f"loop_{v}")
-    step.loop_keys[v] = (frame[0], predicate, body_feeds)
+    step.loop_keys[v] = (frame[0], trips_name, body_feeds)
     for j, op in hoisted.items():
         _note_dynamic_shapes(step, (v, j), op)
     group = _Group(g, f"loop_{v}/done", list(exits[1:]))
     for op in hoisted.values():     # later variable writes wait for the hoisted reads
         group.done._add_control_input(op)
     return group
+
+
+def _loop_feeds(g, v, spec, hoisted, trips_name, pivot):
+    """The values Python feeds a folded loop, once, when it leaves the loop: its trip
+    count, and per body input fed every iteration (a loop index, a slice bound) all the
+    iterations' values stacked on a new axis 0, which the body reads row ``count``. The
+    frame then has no ``_Recv`` of its own, so the loop compiler can take it (a frame
+    that receives from Python per iteration runs interpreted), and a new trip count is
+    still the same graph. Returns ``(trips, {(body op, input): stacked tensor},
+    {(body op, input): its tensor name})``; each is behind the case pivot."""
+    recvs = [_recv(g, trips_name, _dtypes.int32, TensorShape([]))]
+    stacked, names = {}, {}
+    for j, b in enumerate(spec.body):
+        if j in hoisted:
+            continue
+        for q, src in enumerate(b.inputs):
+            if src[0] in ("b", "c", "x"):
+                continue
+            dtype, shape = b.feed_specs[q]
+            names[(j, q)] = name = f"feed_{v}_{j}_{q}"
+            recvs.append(_recv(g, name, dtype, TensorShape([None] + list(shape))))
+            stacked[(j, q)] = recvs[-1].outputs[0]
+    if pivot is not None:
+        for recv in recvs:
+            recv._add_control_input(pivot)
+    return recvs[0].outputs[0], stacked, names
 
 
 def _build_invariants(g, v, spec, ext, pivot) -> dict:
@@ -365,15 +430,19 @@ def _build_invariants(g, v, spec, ext, pivot) -> dict:
     return hoisted
 
 
-def _build_gradient(g, v, node, inputs, pivot, built, partial):
+def _build_gradient(g, step, v, node, inputs, pivot, built, partial):
     """``df.gradients`` for gradient node ``v``: targets, sources and output gradients
     are its inputs; its outputs the gradients the tape gave (None ones left out)."""
     n_targets, n_sources = node.attrs["targets"], node.attrs["sources"]
     targets = inputs[:n_targets]
     sources = inputs[n_targets:n_targets + n_sources]
     grad_ys = inputs[n_targets + n_sources:] or None
+    first = len(g.get_operations())
     with _inferred_shapes(built, partial):
         grads = _gradients(targets, sources, grad_ys=grad_ys, name=f"gradient_{v}")
+    # What df.gradients built: its unused results (the gradient of a fed input) are
+    # pruned, as a Session prunes them (see _step_targets).
+    step.gradient_ops.update(g.get_operations()[first:])
     outputs = []
     for s, (grad, spec) in enumerate(zip(grads, node.out_specs)):
         if spec is None:
@@ -462,8 +531,12 @@ def _fetch_done(g, sends, u, k):
     return op
 
 
-def _trigger(g, triggers, built, u):
-    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead)."""
+def _trigger(g, triggers, built, u, live=False):
+    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead). In
+    a graph where nothing can be dead (``live``), ``u`` itself."""
+    if live:
+        op = built[u]
+        return op.done if type(op) is _Group else op
     ct = triggers.get(u)
     if ct is None:
         ct = triggers[u] = g.create_op("ControlTrigger", [], name=f"n{u}/done")

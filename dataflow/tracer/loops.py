@@ -6,7 +6,7 @@ one iteration further. :func:`fold_loops` finds such runs and replaces each by o
 iteration (the *body*) and the loop variables. The loop op's identity does not depend on
 the trip count, so a step that runs the loop another number of times is the same path
 of the TraceGraph and needs no new trace; the generated graph runs the body in a
-``while_loop`` whose predicate Python feeds once per iteration (:mod:`.generate`).
+``while_loop`` whose trip count Python feeds when it leaves the loop (:mod:`.generate`).
 
 Which loops qualify: a run of ``T >= 2`` consecutive iterations (``T >= 1`` for a body
 already folded in an earlier trace) in which

@@ -243,7 +243,7 @@ def function(fn=None, *, mode="graph", ready_order_seed=None):
     a variable, or a value fed from Python such as the loop index ``t`` of
     ``xs[:, t]``) -- whose body Python does not read while it runs, that writes no
     variable, and of which only the last iteration's values are used after it, is
-    folded into one ``while_loop`` whose predicate Python feeds each iteration: a new
+    folded into one ``while_loop`` whose trip count Python feeds as it leaves it: a new
     trip count runs on the same graph, with no new trace. A ``GradientTape.gradient``
     is one node, computed by ``df.gradients`` on the graph (through folded loops too),
     when the tape recorded every op between its sources and targets, no other tape

@@ -24,7 +24,7 @@ from ..autodiff.tape import GradientTape
 from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph
 from ..framework.indexed_slices import IndexedSlices
-from ..ops.array_ops import shape
+from ..ops.array_ops import shape_internal
 from ..ops.control_flow_ops import group, tuple_
 from ..ops.math_ops import cast
 from ..ops.state_ops import Variable, trainable_variables
@@ -349,7 +349,12 @@ def _var_op_name(var):
 def _deduplicate_indexed_slices(grad):
     """``grad`` with each index once, its rows summed (TF's _deduplicate_indexed_slices)."""
     unique_indices, positions = unique(grad.indices)
-    summed = unsorted_segment_sum(grad.values, positions, shape(unique_indices)[0])
+    # The number of unique indices depends on the data: queried at run time, as in
+    # TF1's graph, not taken from an eager tensor's static shape. A step traced by
+    # df.function then keeps it inside the generated graph, where reading it would
+    # be an Output Fetching in the middle of every step.
+    count = shape_internal(unique_indices, optimize=False)[0]
+    summed = unsorted_segment_sum(grad.values, positions, count)
     return IndexedSlices(summed, unique_indices, grad.dense_shape)
 
 
