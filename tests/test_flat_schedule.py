@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dataflow as df
+from dataflow.memory import arena as arena_mod
 from dataflow.runtime.feeds import convert_feeds, feed_templates
 from dataflow.runtime.flat_schedule import FlatSchedule
 from dataflow.runtime.memory_arena import ArenaExecutor
@@ -269,6 +270,34 @@ def test_runtime_bytes_bound_what_a_planned_step_allocates_besides_its_values():
         values = p.scratch_bytes + p.stack_bytes_for() + p.zones["fetches"]
         own = transient - values
         assert 0 < own <= p.runtime_bytes <= own + 4096 + own // 4, (name, own, p.runtime_bytes)
+
+
+def test_history_pushes_compare_values_in_small_slices():
+    """A loop variable's second push finds the first push's copy by comparing values in
+    slices: the same answer as np.array_equal (a difference in the last slice, -0.0 and
+    0.0, NaN, a transposed operand) with a temporary of at most one slice's booleans."""
+    rng, _ = fresh_rng()
+    a = rng.standard_normal(10_000).astype(np.float32)
+    b = a.copy()
+    assert arena_mod._same_values(a, b)
+    b[-1] += 1.0
+    assert not arena_mod._same_values(a, b)
+    zeros = np.zeros(5000)
+    assert arena_mod._same_values(zeros, -zeros) == np.array_equal(zeros, -zeros)
+    nan = np.full(3000, np.nan)
+    assert arena_mod._same_values(nan, nan.copy()) == np.array_equal(nan, nan.copy())
+    m = rng.standard_normal((300, 200))
+    assert arena_mod._same_values(m.T, m.T.copy()) and not arena_mod._same_values(m.T, m.T + 1)
+    big = rng.standard_normal(1_000_000)
+    other = big.copy()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        assert arena_mod._same_values(big, other)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * arena_mod._COMPARE_CHUNK, peak
 
 
 def test_max_batch_runs_under_its_budget_as_measured():

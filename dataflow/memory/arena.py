@@ -301,6 +301,10 @@ def _retaining(fn, retained, raw, history, reused):
     return keep_history
 
 
+# Elements compared at once by _same_values (its boolean temporary: 2 KiB).
+_COMPARE_CHUNK = 2048
+
+
 def _same_values(a, b) -> bool:
     """``np.array_equal(a, b)`` for two arrays of one shape and dtype, compared in
     slices of ``_COMPARE_CHUNK`` elements: the whole comparison makes a boolean array
@@ -313,9 +317,6 @@ def _same_values(a, b) -> bool:
         if not np.array_equal(x[i:i + _COMPARE_CHUNK], y[i:i + _COMPARE_CHUNK]):
             return False
     return True
-
-
-_COMPARE_CHUNK = 2048
 
 
 def _wrap(op, fn, kernels, mp, in_place, view_of, arena, checker, history, reused):
