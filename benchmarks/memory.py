@@ -86,9 +86,9 @@ def measure_step_peak(sess, fetches, feed_dict=None) -> int:
 
 def planned_run_bytes(plan) -> int:
     """What a run allocates by the plan: the arena, the kernels' scratch outside it,
-    the stacks and the fetched values."""
+    the stacks, the fetched values and the runtime's own objects (``runtime_bytes``)."""
     return plan.arena_bytes + plan.scratch_bytes + plan.stack_bytes_for() \
-        + plan.zones["fetches"]
+        + plan.zones["fetches"] + plan.runtime_bytes
 
 
 def _mlp_step():
@@ -225,9 +225,11 @@ def measure_planned(g, fetch, feed, init, config) -> dict:
 
 
 def _prediction_config(plan_memory):
-    """The default (compiled) kernels, unfused, one thread; planned or not."""
+    """The default (compiled) kernels, unfused, one thread, loops interpreted (a planned
+    step runs them so; a compiled frame allocates outside tracemalloc's view); planned
+    or not."""
     return df.ConfigProto(fuse_elementwise=False, inter_op_parallelism_threads=1,
-                          plan_memory=plan_memory)
+                          plan_memory=plan_memory, compile_loops=False)
 
 
 def prediction_report(steps=1000) -> list:

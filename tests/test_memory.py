@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 import dataflow as df
 from dataflow.framework.graph_analysis import infer_frames, prune
-from dataflow.memory.planner import ALIGNMENT
+from dataflow.memory.planner import ALIGNMENT, RUNTIME_STACK_ELEM_BYTES
 from tests.graph_gen import programs, quiet_numpy
 
 SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": True}
@@ -134,7 +134,7 @@ def test_owl_elementwise_chain_needs_one_block():
     assert len({b.block for b in chain}) == 1
     assert len(p.in_place) == 6
     assert p.arena_bytes == align(8 * n)  # the sum is fetched: pinned
-    assert p.naive_bytes - p.pinned_bytes == 7 * align(8 * n)
+    assert p.naive_bytes - p.pinned_bytes - p.runtime_bytes == 7 * align(8 * n)
 
 
 def test_non_elementwise_chain_alternates_two_blocks():
@@ -319,7 +319,9 @@ def test_trip_count_function_matches_the_formula():
     # the same arrays one iteration apart, so one history of n + 1 values of h.
     elem = align(batch * hidden * 4)
     assert [(s.elem_bytes, s.history) for s in p.stacks] == [(elem, True)]
-    base = p.arena_bytes + p.pinned_bytes
+    # each stack element also costs the runtime its array object (RUNTIME_STACK_ELEM_BYTES)
+    base = p.arena_bytes + p.pinned_bytes + p.runtime_step_bytes
+    elem += RUNTIME_STACK_ELEM_BYTES
     for n in (0, 1, 7, 100, 1000):
         assert p.peak_bytes_for({"rnn": n}) == base + (n + 1 if n else 0) * elem
         replanned = df.memory.plan(dw, feed_shapes={w: [hidden, hidden], x: [batch, hidden]},
@@ -379,10 +381,12 @@ def test_nested_loop_stacks_multiply_trip_counts():
     assert sorted((len(s.loops), s.elem_bytes) for s in p.stacks) == [
         (1, align(4)), (2, align(64)), (2, align(64))]
     base = p.peak_bytes_for({"outer": 0})
+    # (and the runtime's array object of each element: RUNTIME_STACK_ELEM_BYTES)
+    elem4, elem64 = align(4) + RUNTIME_STACK_ELEM_BYTES, align(64) + RUNTIME_STACK_ELEM_BYTES
     for n_out, n_in in ((1, 3), (2, 3), (5, 3), (5, 10)):
-        expect = n_out * (align(4) + 2 * n_in * align(64))
+        expect = n_out * (elem4 + 2 * n_in * elem64)
         assert p.peak_bytes_for({"outer": n_out, "outer/inner": n_in}) - base == expect
-    assert p.peak_bytes == base + 5 * (align(4) + 2 * 3 * align(64))
+    assert p.peak_bytes == base + 5 * (elem4 + 2 * 3 * elem64)
 
 
 # -- max batch --------------------------------------------------------------------------------
@@ -461,7 +465,8 @@ def test_measured_peak_lies_between_the_largest_value_and_no_reuse():
     with df.Session(graph=g, config=measurement_config()) as sess:
         measured = measure_step_peak(sess, out, feed)
     assert 200_000 * 8 <= measured <= (p.naive_bytes - p.pinned_bytes) + 64 * 1024
-    assert planned_run_bytes(p) == 200_000 * 8 + align(8)  # in place: one block + the sum
+    # in place: one block + the sum, and the runtime's own objects
+    assert planned_run_bytes(p) == 200_000 * 8 + align(8) + p.runtime_bytes
 
 
 def test_quality_on_the_benchmark_workloads():

@@ -461,8 +461,8 @@ def test_planned_adam_step_copies_nothing_and_measures_what_its_plan_predicts():
     assert largest == 64 * 256 * 4
     assert p.scratch_bytes == 3 * largest
     assert p.zones["workspace"] >= p.scratch_bytes
-    assert p.peak_bytes == p.arena_bytes + p.scratch_bytes + p.pinned_bytes
-    predicted = p.arena_bytes + p.scratch_bytes + p.zones["fetches"]
+    assert p.peak_bytes == p.arena_bytes + p.scratch_bytes + p.pinned_bytes + p.runtime_bytes
+    predicted = p.arena_bytes + p.scratch_bytes + p.zones["fetches"] + p.runtime_bytes
     config = df.ConfigProto(plan_memory=True, inter_op_parallelism_threads=1)
     with df.Session(graph=g, config=config) as sess:
         sess.run(init)

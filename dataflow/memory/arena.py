@@ -88,6 +88,9 @@ class ArenaStep:
         # accumulators): CalcGraph's optimizer zone, which a shared Heap may evict
         self.optimizer_variables = tuple(optimizer_variables)
         self.memos: list = []      # the history memos of its stack pushes (per run)
+        # its FlatSchedule when it has no control flow (set by the runtime's ArenaCache:
+        # dataflow.runtime.flat_schedule)
+        self.flat = None
 
     def new_run(self):
         """Forget the previous run's reused arrays (the caller holds its results) and
@@ -290,12 +293,30 @@ def _retaining(fn, retained, raw, history, reused):
             else:   # the same value was pushed as the next one, this iteration or the last
                 args[i] = next((c for c in (memo.get("previous"), memo.get("next"))
                                 if c is not None and c.shape == value.shape
-                                and c.dtype == value.dtype and np.array_equal(c, value)),
+                                and c.dtype == value.dtype and _same_values(c, value)),
                                None)
                 if args[i] is None:
                     args[i] = value.copy()
         return fn(*args)
     return keep_history
+
+
+# Elements compared at once by _same_values (its boolean temporary: 2 KiB).
+_COMPARE_CHUNK = 2048
+
+
+def _same_values(a, b) -> bool:
+    """``np.array_equal(a, b)`` for two arrays of one shape and dtype, compared in
+    slices of ``_COMPARE_CHUNK`` elements: the whole comparison makes a boolean array
+    as large as the value, which the planned RNN step measured at its peak (32 B per
+    batch row), outside the plan; a slice's is small and the same at every batch."""
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        return bool(np.array_equal(a, b))
+    x, y = a.reshape(-1), b.reshape(-1)
+    for i in range(0, x.size, _COMPARE_CHUNK):
+        if not np.array_equal(x[i:i + _COMPARE_CHUNK], y[i:i + _COMPARE_CHUNK]):
+            return False
+    return True
 
 
 def _wrap(op, fn, kernels, mp, in_place, view_of, arena, checker, history, reused):

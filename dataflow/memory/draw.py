@@ -30,7 +30,8 @@ def summary(plan, top: int = 10) -> str:
     """The plan's totals, zones, loops and ``top`` largest buffers, as text."""
     lines = [
         (f"peak {_mib(plan.peak_bytes)} = arena {_mib(plan.arena_bytes)} + pinned "
-        f"{_mib(plan.pinned_bytes)} + stacks {_mib(plan.stack_bytes_for())}"),
+        f"{_mib(plan.pinned_bytes)} + stacks {_mib(plan.stack_bytes_for())} + scratch "
+        f"{_mib(plan.scratch_bytes)} + runtime {_mib(plan.runtime_bytes)}"),
         (f"lower bound {_mib(plan.lower_bound_bytes)} (peak / lower bound "
         f"{plan.peak_bytes / max(plan.lower_bound_bytes, 1):.3f}); no reuse "
         f"{_mib(plan.naive_bytes)} (naive / peak {plan.naive_bytes / max(plan.peak_bytes, 1):.2f})"),

@@ -16,6 +16,12 @@ value a block of one arena by Owl's algorithm (Vandenhove 2018, Algorithm 1):
   per op type with :func:`register_workspace`: an optimizer's new variable values).
 * Reshape-like ops (:func:`register_view_op`) get no block: their output is a view of
   their input's.
+* The runtime's own host objects during the step (``runtime_bytes``): the value list
+  of its schedule, the executor's frame and iteration state, a kernel call's Python
+  temporaries, the array object of every stack element. Calibrated with tracemalloc
+  on CPython 3.11 (the ``RUNTIME_*`` constants below) and counted in the peak, so a
+  batch :func:`~dataflow.memory.max_batch_size` returns runs under its budget as
+  measured, not only as the arrays add up.
 
 Control flow: a cond's branches follow each other in the order and a branch's
 values die within it (its result is written into the Merge's block, reserved when
@@ -53,8 +59,9 @@ from ..framework.tensor_shape import as_shape
 from . import regions as RG
 from .shapes import infer_step_shapes, stack_of
 
-__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "StackUse", "plan", "register_view_op",
-           "register_workspace"]
+__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "RUNTIME_INPUT_BYTES", "RUNTIME_LOOP_BYTES",
+           "RUNTIME_STACK_ELEM_BYTES", "RUNTIME_STEP_BYTES", "StackUse", "plan",
+           "register_view_op", "register_workspace"]
 
 # Every block starts on a 64-byte boundary (a cache line; what NumPy's allocator gives).
 ALIGNMENT = 64
@@ -66,6 +73,19 @@ _UPDATE_TYPES = re.compile(r"^(Resource)?Apply|^Assign(Add|Sub)?VariableOp$")
 # Ops whose kernel returns a view of input 0 (its bytes under another shape): their
 # output is planned as that input's memory, not a block of its own.
 _VIEW_OPS: set = set()
+
+# The runtime's own bytes per step (see the module docstring), measured with tracemalloc
+# over planned steps (benchmarks.memory, tests/test_flat_schedule.py): what any step
+# allocates besides its values (the Session's per-run objects and the Python objects of
+# the kernel call running at the peak: argument tuples, NumPy views and scalars), the
+# schedule's value list per op input, the executor's state per while loop (frame and
+# iteration objects, their slot lists, ready-list entries), and per stack element the
+# array object and list slot that hold its data. Upper bounds: a planned step measured
+# 0-2.5 KiB under the figure (flat steps) and 0-3 KiB (loops).
+RUNTIME_STEP_BYTES = 5 << 10
+RUNTIME_INPUT_BYTES = 8
+RUNTIME_LOOP_BYTES = 3584
+RUNTIME_STACK_ELEM_BYTES = 192
 
 
 def register_view_op(op_type: str) -> None:
@@ -167,6 +187,10 @@ class StackUse:
             n *= k
         return self.elem_bytes * n
 
+    def elements_for(self, trip_counts) -> int:
+        """How many values the stack holds (``bytes_for`` / ``elem_bytes``)."""
+        return self.bytes_for(trip_counts) // self.elem_bytes if self.elem_bytes else 0
+
 
 @dataclass(eq=False)
 class MemoryPlan:
@@ -182,7 +206,8 @@ class MemoryPlan:
     >>> p = plan(dx, feed_shapes={x: [8]}, graph=g)
     >>> p.trip_counts["loop/while_context"], len(p.stacks)
     (10, 1)
-    >>> p.peak_bytes_for({"loop": 20}) - p.peak_bytes == 10 * p.stacks[0].elem_bytes
+    >>> extra = p.stacks[0].elem_bytes + RUNTIME_STACK_ELEM_BYTES   # its data, its array object
+    >>> p.peak_bytes_for({"loop": 20}) - p.peak_bytes == 10 * extra
     True
     >>> print(p.summary(top=1).splitlines()[0])  # doctest: +ELLIPSIS
     peak ... = arena ... + pinned ... + stacks ...
@@ -205,6 +230,9 @@ class MemoryPlan:
     scratch_bytes: int = 0
     scratch: dict = field(default_factory=dict)   # op name -> bytes its kernel allocates
     lower_bound_live: int = 0   # most arena-live + scratch bytes at one event
+    # The runtime's own host bytes of a step but its stacks' element objects (see
+    # RUNTIME_STEP_BYTES): runtime_bytes_for adds those.
+    runtime_step_bytes: int = 0
 
     # -- figures ---------------------------------------------------------------------
     def stack_bytes_for(self, trip_counts=None, host=False) -> int:
@@ -228,12 +256,26 @@ class MemoryPlan:
         the plan's counts), without replanning: the arena and the pinned values do
         not depend on trip counts, the stacks grow linearly in each."""
         return self.arena_bytes + self.scratch_bytes + self.pinned_bytes \
-            + self.stack_bytes_for(trip_counts)
+            + self.stack_bytes_for(trip_counts) + self.runtime_bytes_for(trip_counts)
+
+    def runtime_bytes_for(self, trip_counts=None) -> int:
+        """The runtime's own host bytes during the step (``RUNTIME_*`` constants):
+        ``runtime_step_bytes`` plus an array object per stack element (every stack,
+        device and host, each cond branch's counted)."""
+        tc = self._counts(trip_counts) if self.stacks else {}
+        return self.runtime_step_bytes + RUNTIME_STACK_ELEM_BYTES * sum(
+            s.elements_for(tc) for s in self.stacks)
+
+    @property
+    def runtime_bytes(self) -> int:
+        """:meth:`runtime_bytes_for` the plan's trip counts."""
+        return self.runtime_bytes_for()
 
     @property
     def peak_bytes(self) -> int:
-        """Device bytes of the step: arena + kernels' scratch outside it (the arena is
-        held whole for the step) + pinned values + device-side stacks."""
+        """Bytes of the step: arena + kernels' scratch outside it (the arena is held
+        whole for the step) + pinned values + device-side stacks + the runtime's own
+        (``runtime_bytes``)."""
         return self.peak_bytes_for()
 
     @property
@@ -246,13 +288,13 @@ class MemoryPlan:
         """The most bytes simultaneously live under this order and these lifetimes
         (no allocator can do better), with the same pinned values and stacks."""
         return max(self.lower_bound_arena, self.lower_bound_live) + self.pinned_bytes \
-            + self.stack_bytes_for()
+            + self.stack_bytes_for() + self.runtime_bytes
 
     @property
     def naive_bytes(self) -> int:
         """Every value in a block of its own (no reuse; a loop body's values once)."""
         return self.naive_arena + self.scratch_bytes + self.pinned_bytes \
-            + self.stack_bytes_for()
+            + self.stack_bytes_for() + self.runtime_bytes
 
     @property
     def zones(self) -> dict:
@@ -417,12 +459,21 @@ class _Planner:
         scratch_peak = int(scratch.max(initial=0))
         naive = sum(b.size for b in self.buffers if not b.pinned)
         order = [(kind, x.name) for kind, x in self.events]
-        return MemoryPlan(self.buffers, order, arena, sum(b.size for b in self.buffers
+        plan = MemoryPlan(self.buffers, order, arena, sum(b.size for b in self.buffers
                                                           if b.pinned),
                           stacks, counts, [(o.name, i.name) for o, i in in_place],
                           lower, naive, zones, blocks,
                           {t.name: b for t, b in self.buffer_of.items()},
                           scratch_peak, per_op, lower_live)
+        plan.runtime_step_bytes = self._runtime_step_bytes()
+        return plan
+
+    def _runtime_step_bytes(self) -> int:
+        """The runtime's bytes of a step but its stacks (RUNTIME_* constants): per
+        step, per op input (the schedule's value list), per while loop."""
+        inputs = sum(len(op._inputs) for op in self.time)
+        loops = sum(1 for name in self.frames if name)
+        return RUNTIME_STEP_BYTES + RUNTIME_INPUT_BYTES * inputs + RUNTIME_LOOP_BYTES * loops
 
     def _check_order(self) -> None:
         """Every op comes after what it reads (but the back edges): a region structure

@@ -16,7 +16,10 @@ plan's block sharing safe: every execution's predecessors come earlier in the or
 (the planner checks it), so the executor runs exactly the order the plan assumed,
 a loop's iterations one after another whatever ``parallel_iterations`` says, and
 no kernel goes to a worker thread (one in flight would let later nodes run before it
-finishes).
+finishes). A step without control flow has its order fixed before it runs: the
+arena step then carries a :class:`~.flat_schedule.FlatSchedule` (``step.flat``), the
+same kernels in the same order as a straight loop of calls, and
+:func:`run_arena_step` runs that instead of the executor.
 
 >>> calls = []
 >>> cache = ArenaCache(build=lambda *a: calls.append(a[0]) or object())
@@ -33,9 +36,11 @@ import threading
 import numpy as np
 
 from .executor import DEAD, Executor
+from .feeds import feed_templates
+from .flat_schedule import FlatSchedule
 
 __all__ = ["ArenaCache", "ArenaExecutor", "MAX_ARENAS", "PlanOrderReady",
-           "register_arena_builder"]
+           "register_arena_builder", "run_arena_step"]
 
 # Arenas kept per Session; past that it starts afresh (a program feeding a new shape
 # every step must not grow it without bound).
@@ -93,6 +98,7 @@ class ArenaCache:
                                            "dataflow.memory's arena builder)")
                     step = build(plan, graph, list(tensors), list(targets),
                                  list(feed_tensors), list(feed_values), kernels, self.check)
+                    _attach_flat_schedule(plan, step)
                     if len(self.steps) >= MAX_ARENAS:
                         self.clear()
                     entry = self.steps[key] = (plan, step)
@@ -104,6 +110,13 @@ class ArenaCache:
         if self.heap is not None:
             self.heap.forget(self)
         self.steps.clear()
+
+
+def _attach_flat_schedule(plan, step) -> None:
+    """Give an arena step without control flow its :class:`~.flat_schedule.FlatSchedule`
+    (``step.flat``; None otherwise: it runs on the :class:`ArenaExecutor`)."""
+    if getattr(step, "node_tuples", None) is not None:
+        step.flat = FlatSchedule.build(plan, step.node_tuples, step.times)
 
 
 class PlanOrderReady(list):
@@ -178,3 +191,17 @@ class ArenaExecutor(Executor):
             # The step keeps nothing of this run between steps (the caller holds the
             # fetched values it wants): its memory is the arena's alone.
             self.step.new_run()
+
+
+def run_arena_step(plan, step, feed_values=(), deadline=None) -> list:
+    """The raw fetched values of one planned step: the step's flat schedule when it has
+    one (``step.flat``, a :class:`~.flat_schedule.FlatSchedule`: no control flow),
+    else an :class:`ArenaExecutor`. ``feed_values`` in the plan's feed order."""
+    flat = getattr(step, "flat", None)
+    if flat is None:
+        return ArenaExecutor(plan, step, feed_templates(plan, feed_values)).run(deadline)
+    step.new_run()
+    try:
+        return flat.run(feed_values)
+    finally:
+        step.new_run()   # as ArenaExecutor.run: nothing of this run kept between steps

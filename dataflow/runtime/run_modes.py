@@ -40,7 +40,7 @@ from .denormals import release_blas_pool, step_float_mode
 from .feeds import feed_templates
 from .fusion import fusion_enabled
 from .loop_hook import attach_loop_compiler, compile_loops_mode
-from .memory_arena import ArenaExecutor
+from .memory_arena import run_arena_step
 from .partitioned import PartitionedPlan, build_partitioned_plan, partition_mode, run_partitioned
 from .plan import build_plan
 from .tracing import StepStatsCollector, make_executor
@@ -102,9 +102,9 @@ class SingleDriver:
         :class:`~.step_stats.StepStats`) the step is traced into it; ``loop_log`` (a
         list) gets ``(frame name, None or why interpreted)`` per loop frame run. With
         ``arena`` (the step's arena, ``plan_memory``) it runs from the memory plan
-        (:class:`~.memory_arena.ArenaExecutor`; not traced node by node)."""
+        (:func:`~.memory_arena.run_arena_step`; not traced node by node)."""
         if arena is not None:
-            return ArenaExecutor(plan, arena, feed_templates(plan, feed_values)).run(deadline)
+            return run_arena_step(plan, arena, feed_values, deadline)
         collector = None if stats is None else StepStatsCollector(plan)
         executor = make_executor(plan, self._pool.get(), feed_templates(plan, feed_values),
                                  collector=collector)
