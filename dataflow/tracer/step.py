@@ -113,7 +113,12 @@ class Function:
 
     def _call(self, locator, args, kwargs):
         locator.boundary = sys._getframe()
-        return self._fn(*args, **kwargs)
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            # The locator holds the user frame it placed an op in last: let it go before
+            # the end of the step finds what the program still references.
+            locator.release()
 
     def _trace(self, args, kwargs):
         recorder = TraceRecorder(Locator())
@@ -157,6 +162,7 @@ class Function:
                 raise
         finally:
             _eager.set_dispatcher(previous)
+            run.close()
             _tape.GRADIENT_RUNNER[0] = previous_runner
             _optimizer.APPLY_RUNNER[0] = previous_apply
             if run.recorder is not None:
