@@ -314,7 +314,7 @@ class _RunPlan:
     their output specs."""
 
     __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
-                 "fast_succ", "checks", "body_sids", "body_out")
+                 "fast_succ", "checks", "body_sids", "body_out", "body_inputs")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -332,6 +332,36 @@ class _RunPlan:
                                  for k, (dt, shape) in enumerate(b.out_specs)]
                                 for j, b in enumerate(spec.body)]
                          for loop, spec in tg.loops.items()}
+        self.body_inputs = {loop: [_body_plan(tg.nodes[loop], spec, b) for b in spec.body]
+                            for loop, spec in tg.loops.items()}
+
+
+def _body_plan(outer, spec, b) -> tuple:
+    """What each input of body op ``b`` must be (see :meth:`CoRun._body_matches`):
+    ``("b", j, k)`` output ``k`` of body op ``j`` of this iteration; ``("c", j, k)``
+    of the previous iteration (a loop variable); ``("xn", node, k)`` a node output
+    before the loop; ``("xv", name)`` a variable; ``("xf", e, spec)`` a loop invariant
+    fed once (loop input ``e``, whose spec may leave a dimension open); ``("f",
+    spec)`` fed every iteration."""
+    plan = []
+    for q, src in enumerate(b.inputs):
+        kind = src[0]
+        if kind == "b":
+            plan.append(src)
+        elif kind == "c":
+            jj, k, _ = spec.variables[src[1]]
+            plan.append(("c", jj, k))
+        elif kind == "x":
+            want = outer.inputs[src[1]]
+            if want[0] == "n":
+                plan.append(("xn", want[1], want[2]))
+            elif want[0] == "v":
+                plan.append(("xv", want[1]))
+            else:
+                plan.append(("xf", src[1], outer.feed_specs[src[1]]))
+        else:
+            plan.append(("f", b.feed_specs[q]))
+    return tuple(plan)
 
 
 def _by_location(succ) -> dict:
@@ -407,6 +437,7 @@ class CoRun:
         self._checks = plan.checks
         self._body_sids = plan.body_sids
         self._body_out = plan.body_out
+        self._body_inputs = plan.body_inputs
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -416,6 +447,9 @@ class CoRun:
         # Folded loops: [loop node, spec, next body op, iteration] while Python runs
         # one, the loop invariants it fed, and where each body op ran (for a replay).
         self._loop = None
+        # The node ids (loop, j, t) of this iteration's body ops so far and of the
+        # previous iteration's (None in the first): handles are checked against them.
+        self._iteration_nodes = ((), None)
         self._loop_fed: dict = {}
         self._loop_entries = tg.loop_entries
         self._body_locations: dict = {}
@@ -1143,31 +1177,19 @@ class CoRun:
 
     def _loop_next(self, graph, op_type, inputs, attrs, name, sid, n):
         """The common case of :meth:`_loop_dispatch` while Python runs a folded loop:
-        the op is the body's next op, in this iteration or the next one. None when it
-        is not, or is a case left to :meth:`_loop_dispatch` (then :meth:`_match`
-        decides: leaving the loop, or a fallback)."""
+        the op is the body's next op, in this iteration or the next one, checked input
+        by input against the body op's plan (:func:`_body_plan`) without building the
+        op's wiring: the same test as :meth:`_body_matches`. None when it is not, or
+        is a case left to :meth:`_loop_dispatch` (the first iteration's loop
+        variables); :meth:`_match` then decides (leaving the loop, or a fallback)."""
         state = self._loop
         loop, spec, j, t = state
         starts = j == len(spec.body)     # the first op of the next iteration
         if starts:
-            j, t = 0, t + 1
+            j = 0
         b = spec.body[j]
         if b.op_type != op_type or self._body_sids[loop][j] != sid:
             return None
-        fed = self._body_fits(loop, spec, b, t, inputs, attrs)
-        if fed is None:
-            return None
-        if starts:
-            state[2:] = [0, t]
-            self._send_predicate(loop, t, True)
-        return self._body_op(graph, op_type, inputs, attrs, name, fed, (sid, n))
-
-    def _body_fits(self, loop, spec, b, t, inputs, attrs):
-        """What :meth:`_body_matches` checks, for body op ``b`` of iteration ``t``,
-        checked input by input without building the op's wiring: its fed inputs
-        (``{slot: tensor}``, :data:`_NO_FEEDS` for none) when it matches, else None
-        (also for the first iteration's loop variables, left to
-        :meth:`_body_matches`)."""
         if attrs:
             items = tuple(attrs.items())
             try:
@@ -1178,37 +1200,34 @@ class CoRun:
                 return None
         elif b.attrs_key:
             return None
-        srcs = b.inputs
-        if len(inputs) != len(srcs):
+        plan = self._body_inputs[loop][j]
+        if len(inputs) != len(plan):
             return None
+        this, previous = self._iteration_nodes
+        if starts:
+            this, previous = (), this
         fed = _NO_FEEDS
         for q, x in enumerate(inputs):
-            src = srcs[q]
-            kind = src[0]
+            want = plan[q]
+            kind = want[0]
             mine = type(x) is Handle and x._run is self
-            if kind == "b" or kind == "c":
-                if kind == "b":
-                    node, k = (loop, src[1], t), src[2]
-                elif t == 0:
-                    return None
-                else:
-                    jj, k, _ = spec.variables[src[1]]
-                    node = (loop, jj, t - 1)
-                if not mine or x._node != node or x._value_index != k:
+            if kind == "b":      # an op of this iteration
+                if not mine or x._node is not this[want[1]] or x._value_index != want[2]:
                     return None
                 continue
-            if kind == "x":
-                want = self.tg.nodes[loop].inputs[src[1]]
-                if want[0] == "n":
-                    if not mine or x._node != want[1] or x._value_index != want[2]:
-                        return None
-                    continue
-            elif mine:
-                return None
+            if kind == "c":      # a loop variable: the previous iteration's op
+                if (previous is None or not mine or x._node is not previous[want[1]]
+                        or x._value_index != want[2]):
+                    return None
+                continue
+            if kind == "xn":     # a value made before the loop
+                if not mine or x._node != want[1] or x._value_index != want[2]:
+                    return None
+                continue
             if mine or not isinstance(x, EagerTensor):
                 return None
             vname = variable_name(x) if x._dtype is _RESOURCE else None
-            if kind == "x" and want[0] == "v":
+            if kind == "xv":     # a variable
                 if vname != want[1]:
                     return None
                 continue
@@ -1216,17 +1235,26 @@ class CoRun:
                 return None
             value = x._value
             got = (x._dtype, value.shape if type(value) is np.ndarray else np.shape(value))
-            if kind == "x":      # a loop invariant fed once: the same object every time
-                sent = self._loop_fed.get(src[1])
-                if (not _fits(got, self.tg.nodes[loop].feed_specs[src[1]])
-                        or (sent is not None and sent is not x)):
+            if kind == "xf":     # a loop invariant fed once: the same object every time
+                sent = self._loop_fed.get(want[1])
+                if not _fits(got, want[2]) or (sent is not None and sent is not x):
                     return None
-            elif got != b.feed_specs[q]:
+            elif got != want[1]:  # "f": fed every iteration
                 return None
             if fed is _NO_FEEDS:
                 fed = {}
             fed[q] = x
-        return fed
+        if starts:
+            self._next_iteration(loop, t + 1)
+        return self._body_op(graph, op_type, inputs, attrs, name, fed, (sid, n))
+
+    def _next_iteration(self, loop, t):
+        """Python starts iteration ``t`` of the folded loop it runs."""
+        state = self._loop
+        state[2] = 0
+        state[3] = t
+        self._iteration_nodes = ([None] * len(state[1].body), self._iteration_nodes[0])
+        self._send_predicate(loop, t, True)
 
     def _loop_dispatch(self, graph, op_type, inputs, attrs, name, output_specs, location,
                        sid, wiring, feed_specs, fed):
@@ -1244,6 +1272,7 @@ class CoRun:
                                                wiring, feed_specs, fed, {})):
                     self._take_edge(self.cur, loop)
                     self._loop = [loop, spec, 0, 0]
+                    self._iteration_nodes = ([None] * len(spec.body), None)
                     self._loop_fed = {}
                     self._send_predicate(loop, 0, True)
                     return self._body_op(graph, op_type, inputs, attrs, name, fed,
@@ -1253,8 +1282,7 @@ class CoRun:
         if j == len(spec.body):
             if self._body_matches(loop, spec, 0, t + 1, op_type, attrs_key, sid, wiring,
                                   feed_specs, fed, self._loop_fed):
-                self._loop[2:] = [0, t + 1]
-                self._send_predicate(loop, t + 1, True)
+                self._next_iteration(loop, t + 1)
                 return self._body_op(graph, op_type, inputs, attrs, name, fed, body_location)
             self._end_loop()
             # Matched again now that the last iteration's values are the loop's outputs
@@ -1311,6 +1339,7 @@ class CoRun:
         state[2] = j + 1
         b = spec.body[j]
         nk = (loop, j, t)
+        self._iteration_nodes[0][j] = nk
         if fed:
             frame, _, body_feeds = self.step.loop_keys[loop]
             send = self.rv.send
@@ -1480,7 +1509,10 @@ def _fits(spec, pattern) -> bool:
     """A fed ``(dtype, shape)`` fits a loop input's spec (None: any size)."""
     if spec[0] != pattern[0] or len(spec[1]) != len(pattern[1]):
         return False
-    return all(p is None or p == d for d, p in zip(spec[1], pattern[1]))
+    for d, p in zip(spec[1], pattern[1]):
+        if p is not None and p != d:
+            return False
+    return True
 
 
 class _LoopExit:

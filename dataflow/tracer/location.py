@@ -150,9 +150,12 @@ class Locator:
         return sid
 
     def release(self) -> None:
-        """Forget the remembered frame (at the end of a step: it would keep that
-        frame's locals alive)."""
+        """Forget the frames held: the remembered user frame and the boundary (at the
+        end of a step: a frame object keeps its locals and its callers' alive, the
+        step's own state among them, which would then wait for a garbage
+        collection)."""
         self._frame = None
+        self.boundary = None
 
     def count(self, sid) -> int:
         """The iteration index of an op at stack ``sid`` now (and count it)."""
