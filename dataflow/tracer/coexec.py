@@ -314,7 +314,8 @@ class _RunPlan:
     their output specs."""
 
     __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
-                 "fast_succ", "checks", "body_sids", "body_out", "body_inputs")
+                 "fast_succ", "checks", "body_sids", "body_out", "body_inputs",
+                 "emit_info", "selects_from")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -325,6 +326,17 @@ class _RunPlan:
         # node key: (op type, attrs key, (stack, n), wiring, fed specs)
         self.checks = [(key[1], key[3], key[4]) for key in (n.key for n in tg.nodes)]
         self.fast_succ = {u: _by_location(succ) for u, succ in tg.succ.items()}
+        # Per node: output specs, feed keys by input slot, dynamic, foldable; and per
+        # node, the Case Selects of its out-edges that have some.
+        self.emit_info = [
+            (node.out_specs,
+             {slot: step.feed_keys.get((nid, slot)) for slot in range(len(node.inputs))},
+             nid in self.dynamic_nodes, nid in self.foldable)
+            for nid, node in enumerate(tg.nodes)]
+        self.selects_from: dict = {}
+        for (u, v), selects in step.edge_selects.items():
+            if selects:
+                self.selects_from.setdefault(u, {})[v] = selects
         self.body_sids = {loop: tuple(intern_stack(b.stack) for b in spec.body)
                           for loop, spec in tg.loops.items()}
         # Body ops' output specs as handles show them (no shape where it is dynamic).
@@ -434,6 +446,8 @@ class CoRun:
         self._foldable = plan.foldable
         self._shape_cache = plan.shape_cache
         self._fast_succ = plan.fast_succ
+        self._emit_info = plan.emit_info
+        self._selects_from = plan.selects_from
         self._checks = plan.checks
         self._body_sids = plan.body_sids
         self._body_out = plan.body_out
@@ -644,32 +658,32 @@ class CoRun:
     def _emit(self, graph, op_type, inputs, attrs, name, nid, fed):
         """The skeleton's op for a matched node ``nid``: the edge's Case Selects and the
         fed inputs sent, handles for its outputs, seen by the recorders (tapes)."""
-        cur = self.cur
-        selects = self._edge_selects.get((cur, nid))
-        if selects:
+        selects = self._selects_from.get(self.cur)
+        if selects is not None and nid in selects:
             send = self.rv.send
-            for key, case in selects:
+            for key, case in selects[nid]:
                 send(key, case, False)
         self.cur = nid
+        specs, keys, dynamic, foldable = self._emit_info[nid]
         if fed:
-            keys = self._feed_keys
             send = self.rv.send
             for slot, t in fed.items():
-                send(keys[(nid, slot)], t._value, False)
+                send(keys[slot], t._value, False)
         self.matched.append((nid, fed))
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
-        handles = self.handles
-        specs = self._out_specs[nid]
-        if nid in self._dynamic_nodes:
+        if dynamic:
             specs = _cached_python_side_shapes(op, nid, specs, self._dynamic,
                                                self._shape_cache)
+        handles = self.handles
         outs = []
-        for k, (dt, shape) in enumerate(specs):
+        k = 0
+        for dt, shape in specs:
             h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
+            k += 1
         op._outputs = outs
-        if nid in self._foldable:
+        if foldable:
             _fold_small_ints(graph, op, outs)
         self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
