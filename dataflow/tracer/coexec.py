@@ -929,7 +929,9 @@ class CoRun:
 
     def _apply_key(self, optimizer, pairs, name, sid):
         state = []
-        for attr, value in sorted(vars(optimizer).items()):
+        # In the attributes' own order: the same state set in another order is only
+        # another key (computed once more), never a wrong hit.
+        for attr, value in vars(optimizer).items():
             if attr in _OPTIMIZER_TABLES:
                 continue
             if value is not None and type(value) not in _PLAIN:
@@ -1497,11 +1499,16 @@ class CoRun:
             targets = [src[1] for src in node.inputs[:n_targets]]
             between = self.tg.gradient_between[nid] = frozenset(
                 gradient_between(self.tg.nodes, sources, targets))
-        owned = self._taped_outputs(tape)
-        if owned is None:
-            return False
-        taped = {node[0] if type(node) is tuple else node
-                 for node in (outs[0]._node for outs in owned)}
+        taped = set()
+        for op in tape._ops:      # as _taped_outputs, keeping only the nodes
+            outs = op._outputs
+            if not outs:
+                return False
+            h = outs[0]
+            if type(h) is not Handle or h._run is not self:
+                return False
+            node = h._node
+            taped.add(node[0] if type(node) is tuple else node)
         return between <= taped
 
     def _taped_outputs(self, tape):
