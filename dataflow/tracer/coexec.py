@@ -52,6 +52,7 @@ from ..framework.eager import EagerOp, EagerTensor
 from ..autodiff import tape as _tape
 from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import get_op_def
+from ..framework.tensor_shape import TensorShape
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
 from .generate import GRAPH_DEVICE, PYTHON_DEVICE, ShapeOnly
@@ -348,6 +349,36 @@ class _RunPlan:
                             for loop, spec in tg.loops.items()}
 
 
+# Attribute value types whose equality agrees with their hash (so equal values are what
+# equal keys hold): for these, _same_attrs compares values without hashing them
+# (DType and TensorShape hash in Python).
+_PLAIN_ATTRS = frozenset({str, int, float, bool, type(None), bytes, _dtypes.DType,
+                          TensorShape})
+
+
+def _same_attrs(attrs, key) -> bool:
+    """Whether ``freeze_attrs(attrs) == key`` (an op's attributes against a node's
+    attributes key), value by value: identical values, or equal values of one plain
+    type, match at once; anything else is decided by :func:`freeze_attrs` itself."""
+    if not attrs:
+        return not key
+    if len(attrs) != len(key):
+        return False
+    for item, want in zip(attrs.items(), key):
+        if item[0] != want[0]:
+            return False
+        v, w = item[1], want[1]
+        if v is w:
+            continue
+        t = type(v)
+        if t is type(w) and t in _PLAIN_ATTRS:
+            if v == w:
+                continue
+            return False
+        return freeze_attrs(attrs) == key
+    return True
+
+
 def _body_plan(outer, spec, b) -> tuple:
     """What each input of body op ``b`` must be (see :meth:`CoRun._body_matches`):
     ``("b", j, k)`` output ``k`` of body op ``j`` of this iteration; ``("c", j, k)``
@@ -555,15 +586,7 @@ class CoRun:
         equal to node ``nid``'s) has ``nid``'s key: its fed inputs (``{slot: tensor}``,
         :data:`_NO_FEEDS` for none) if so, else None."""
         attrs_key, wiring, feed_specs = self._checks[nid]
-        if attrs:
-            items = tuple(attrs.items())
-            try:
-                hash(items)
-            except TypeError:
-                items = freeze_attrs(attrs)
-            if items != attrs_key:
-                return None
-        elif attrs_key:
+        if not _same_attrs(attrs, attrs_key):
             return None
         if len(inputs) != len(wiring):
             return None
@@ -1206,15 +1229,7 @@ class CoRun:
         b = spec.body[j]
         if b.op_type != op_type or self._body_sids[loop][j] != sid:
             return None
-        if attrs:
-            items = tuple(attrs.items())
-            try:
-                hash(items)
-            except TypeError:
-                items = freeze_attrs(attrs)
-            if items != b.attrs_key:
-                return None
-        elif b.attrs_key:
+        if not _same_attrs(attrs, b.attrs_key):
             return None
         plan = self._body_inputs[loop][j]
         if len(inputs) != len(plan):
