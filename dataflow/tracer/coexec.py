@@ -1061,7 +1061,7 @@ class CoRun:
             return
         self._take_edge(self.cur, END)
         self._advance_graph()
-        for k, ref in list(self.handles.items()):
+        for ref in list(self.handles.values()):
             h = ref()
             if h is not None and not h.has_value():
                 h._value           # noqa: B018 - receives it (or falls back)
