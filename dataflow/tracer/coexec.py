@@ -699,12 +699,10 @@ class CoRun:
                                                self._shape_cache)
         handles = self.handles
         outs = []
-        k = 0
-        for dt, shape in specs:
+        for k, (dt, shape) in enumerate(specs):
             h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
-            k += 1
         op._outputs = outs
         if foldable:
             _fold_small_ints(graph, op, outs)

@@ -92,7 +92,7 @@ class Locator:
     (the frame that called the step function) and the per-stack occurrence count
     (``counts``, keyed by stack id)."""
 
-    __slots__ = ("boundary", "counts", "_frame", "_outer")
+    __slots__ = ("_frame", "_outer", "boundary", "counts")
 
     def __init__(self, boundary=None):
         self.boundary = boundary
