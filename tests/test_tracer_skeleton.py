@@ -133,6 +133,12 @@ class _Box:
     ({"value": np.array([1.0, 2.0])}, {"value": np.array([1.0, 2.0])}),
     ({"x": float("nan")}, {"x": float("nan")}),
     ({"spec": (("slice", 1, None, None),)}, {"spec": (("slice", 1, None, None),)}),
+    ({"spec": (("slice", 1, None, None),)}, {"spec": (("slice", 2, None, None),)}),
+    ({"axis": (1, 2)}, {"axis": [1, 2]}),
+    ({"axis": (1, [2])}, {"axis": (1, [2])}),             # an unhashable tuple
+    ({"s": (TensorShape([2]),), "p": [1]}, {"s": (TensorShape([2]),), "p": [1]}),
+    ({"s": (TensorShape([2]),), "p": [1]}, {"s": (TensorShape([3]),), "p": [1]}),
+    ({"s": (TensorShape([2]),), "p": 1}, {"s": (TensorShape([2]),), "p": [1]}),
 ])
 def test_attributes_are_compared_as_their_frozen_keys_are(a, b):
     assert _same_attrs(a, freeze_attrs(b)) == (freeze_attrs(a) == freeze_attrs(b))

@@ -358,8 +358,9 @@ _PLAIN_ATTRS = frozenset({str, int, float, bool, type(None), bytes, _dtypes.DTyp
 
 def _same_attrs(attrs, key) -> bool:
     """Whether ``freeze_attrs(attrs) == key`` (an op's attributes against a node's
-    attributes key), value by value: identical values, or equal values of one plain
-    type, match at once; anything else is decided by :func:`freeze_attrs` itself."""
+    attributes key), value by value: identical values, equal values of one plain type
+    or equal hashable tuples match at once, unequal plain values differ; anything else
+    is decided by :func:`freeze_attrs` itself."""
     if not attrs:
         return not key
     if len(attrs) != len(key):
@@ -371,12 +372,22 @@ def _same_attrs(attrs, key) -> bool:
         if v is w:
             continue
         t = type(v)
-        if t is type(w) and t in _PLAIN_ATTRS:
-            if v == w:
-                continue
-            return False
-        return freeze_attrs(attrs) == key
-    return True
+        if t is type(w):
+            if t in _PLAIN_ATTRS:
+                if v == w:
+                    continue
+                return False
+            if t is tuple:       # (axes, a slice spec): equal and hashable, as the key
+                try:
+                    hash(v)
+                except TypeError:
+                    break
+                if v == w:
+                    continue
+        break
+    else:
+        return True
+    return freeze_attrs(attrs) == key
 
 
 def _body_plan(outer, spec, b) -> tuple:
