@@ -51,12 +51,13 @@ from ..framework.eager import EagerOp, EagerTensor
 from ..autodiff import tape as _tape
 from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import get_op_def
+from ..framework.tensor_shape import TensorShape
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
 from .generate import GRAPH_DEVICE, PYTHON_DEVICE, ShapeOnly
-from .location import _IN_LIBRARY, Locator, _in_library
-from .trace import (GRADIENT_OP, TraceRecorder, TracedTensor, feed_slice_bounds, freeze_attrs,
-                    gradient_between, is_recorded, variable_name)
+from .location import Locator, intern_stack, stack_of
+from .trace import (_RECORDED, GRADIENT_OP, TraceRecorder, TracedTensor, feed_slice_bounds,
+                    freeze_attrs, gradient_between, is_recorded, variable_name)
 from .trace_graph import END, START, node_key
 
 __all__ = ["CoRun", "Handle"]
@@ -133,21 +134,6 @@ class Handle(TracedTensor):
         if self._shape.ndims == 0:
             raise TypeError("len() of a 0-d tensor (a scalar) is not defined")
         return self._shape.as_list()[0]
-
-
-def _user_stack(f, boundary) -> tuple:
-    """The user's call-site stack from frame ``f`` out to ``boundary`` (as
-    :meth:`.location.Locator.stack`)."""
-    sites = []
-    while f is not None and f is not boundary:
-        code = f.f_code
-        lib = _IN_LIBRARY.get(id(code))
-        if lib is None:
-            lib = _in_library(code)
-        if not lib:
-            sites.append((id(code), f.f_lasti))
-        f = f.f_back
-    return tuple(sites)
 
 
 # Optimizer attributes that are its variables' tables, not Python state its updates read
@@ -318,9 +304,18 @@ def _memo_part(t, run, inside, taped_inputs):
 
 class _RunPlan:
     """What every co-executed step on one generated graph looks up, computed once per
-    graph (per :class:`~.generate.StepGraph`) instead of once per step."""
+    graph (per :class:`~.generate.StepGraph`) instead of once per step.
 
-    __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache")
+    ``fast_succ[u]`` maps ``(op type, stack id, iteration index)`` to the one
+    successor of ``u`` with that type and location (left out where two have it), and
+    ``checks[v]`` holds the rest of node ``v``'s key (attributes, input wiring, fed
+    specs): :meth:`CoRun.dispatch` checks an op against that one node field by field.
+    ``body_sids[loop]`` are the stack ids of a folded loop's body ops, ``body_out``
+    their output specs."""
+
+    __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
+                 "fast_succ", "checks", "body_sids", "body_out", "body_inputs",
+                 "emit_info", "selects_from")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -328,6 +323,114 @@ class _RunPlan:
         self.dynamic_nodes = frozenset(nid for nid, _ in step.dynamic)
         self.foldable = _foldable_nodes(tg)
         self.shape_cache: dict = {}   # see _cached_python_side_shapes
+        # node key: (op type, attrs key, (stack, n), wiring, fed specs)
+        self.checks = [(key[1], key[3], key[4]) for key in (n.key for n in tg.nodes)]
+        self.fast_succ = {u: _by_location(succ) for u, succ in tg.succ.items()}
+        # Per node: output specs, feed keys by input slot, dynamic, foldable; and per
+        # node, the Case Selects of its out-edges that have some.
+        self.emit_info = [
+            (node.out_specs,
+             {slot: step.feed_keys.get((nid, slot)) for slot in range(len(node.inputs))},
+             nid in self.dynamic_nodes, nid in self.foldable)
+            for nid, node in enumerate(tg.nodes)]
+        self.selects_from: dict = {}
+        for (u, v), selects in step.edge_selects.items():
+            if selects:
+                self.selects_from.setdefault(u, {})[v] = selects
+        self.body_sids = {loop: tuple(intern_stack(b.stack) for b in spec.body)
+                          for loop, spec in tg.loops.items()}
+        # Body ops' output specs as handles show them (no shape where it is dynamic).
+        self.body_out = {loop: [[(dt, None if ((loop, j), k) in step.dynamic else shape)
+                                 for k, (dt, shape) in enumerate(b.out_specs)]
+                                for j, b in enumerate(spec.body)]
+                         for loop, spec in tg.loops.items()}
+        self.body_inputs = {loop: [_body_plan(tg.nodes[loop], spec, b) for b in spec.body]
+                            for loop, spec in tg.loops.items()}
+
+
+# Attribute value types whose equality agrees with their hash (so equal values are what
+# equal keys hold): for these, _same_attrs compares values without hashing them
+# (DType and TensorShape hash in Python).
+_PLAIN_ATTRS = frozenset({str, int, float, bool, type(None), bytes, _dtypes.DType,
+                          TensorShape})
+
+
+def _same_attrs(attrs, key) -> bool:
+    """Whether ``freeze_attrs(attrs) == key`` (an op's attributes against a node's
+    attributes key), value by value: identical values, equal values of one plain type
+    or equal hashable tuples match at once, unequal plain values differ; anything else
+    is decided by :func:`freeze_attrs` itself."""
+    if not attrs:
+        return not key
+    if len(attrs) != len(key):
+        return False
+    for item, want in zip(attrs.items(), key):
+        if item[0] != want[0]:
+            return False
+        v, w = item[1], want[1]
+        if v is w:
+            continue
+        t = type(v)
+        if t is type(w):
+            if t in _PLAIN_ATTRS:
+                if v == w:
+                    continue
+                return False
+            if t is tuple:       # (axes, a slice spec): equal and hashable, as the key
+                try:
+                    hash(v)
+                except TypeError:
+                    break
+                if v == w:
+                    continue
+        break
+    else:
+        return True
+    return freeze_attrs(attrs) == key
+
+
+def _body_plan(outer, spec, b) -> tuple:
+    """What each input of body op ``b`` must be (see :meth:`CoRun._body_matches`):
+    ``("b", j, k)`` output ``k`` of body op ``j`` of this iteration; ``("c", j, k)``
+    of the previous iteration (a loop variable); ``("xn", node, k)`` a node output
+    before the loop; ``("xv", name)`` a variable; ``("xf", e, spec)`` a loop invariant
+    fed once (loop input ``e``, whose spec may leave a dimension open); ``("f",
+    spec)`` fed every iteration."""
+    plan = []
+    for q, src in enumerate(b.inputs):
+        kind = src[0]
+        if kind == "b":
+            plan.append(src)
+        elif kind == "c":
+            jj, k, _ = spec.variables[src[1]]
+            plan.append(("c", jj, k))
+        elif kind == "x":
+            want = outer.inputs[src[1]]
+            if want[0] == "n":
+                plan.append(("xn", want[1], want[2]))
+            elif want[0] == "v":
+                plan.append(("xv", want[1]))
+            else:
+                plan.append(("xf", src[1], outer.feed_specs[src[1]]))
+        else:
+            plan.append(("f", b.feed_specs[q]))
+    return tuple(plan)
+
+
+def _by_location(succ) -> dict:
+    """``{(op type, stack id, n): successor}`` of one node's successors (by node key),
+    leaving out a location two successors share."""
+    out: dict = {}
+    shared = set()
+    for key, v in succ.items():
+        op_type, _, (stack, n), _, _ = key
+        at = (op_type, intern_stack(stack), n)
+        if at in out:
+            shared.add(at)
+        out[at] = v
+    for at in shared:
+        del out[at]
+    return out
 
 
 def _run_plan(tg, step) -> _RunPlan:
@@ -383,6 +486,13 @@ class CoRun:
         self._dynamic_nodes = plan.dynamic_nodes
         self._foldable = plan.foldable
         self._shape_cache = plan.shape_cache
+        self._fast_succ = plan.fast_succ
+        self._emit_info = plan.emit_info
+        self._selects_from = plan.selects_from
+        self._checks = plan.checks
+        self._body_sids = plan.body_sids
+        self._body_out = plan.body_out
+        self._body_inputs = plan.body_inputs
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -392,10 +502,14 @@ class CoRun:
         # Folded loops: [loop node, spec, next body op, iteration] while Python runs
         # one, the loop invariants it fed, and where each body op ran (for a replay).
         self._loop = None
+        # The node ids (loop, j, t) of this iteration's body ops so far and of the
+        # previous iteration's (None in the first): handles are checked against them.
+        self._iteration_nodes = ((), None)
         self._loop_fed: dict = {}
         self._loop_rows: dict = {}       # per-iteration feed name -> values so far
         self._loop_entries = tg.loop_entries
         self._body_locations: dict = {}
+        self.dispatch = self._dispatcher()
 
     # -- the graph side ---------------------------------------------------------------------
     def _advance_graph(self):
@@ -418,35 +532,107 @@ class CoRun:
         return self.recorder is not None
 
     # -- the Python side: dispatch ----------------------------------------------------------
-    def dispatch(self, graph, op_type, inputs, attrs=None, name=None, output_specs=None):
-        """Eager dispatch while the step co-executes (``eager.execute``'s signature)."""
-        if op_type == "StridedSlice" and threading.get_ident() == self.owner:
-            inputs, attrs = feed_slice_bounds(op_type, inputs, attrs)
-        if self.recorder is not None or threading.get_ident() != self.owner:
-            return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
-        if not is_recorded(op_type):
-            # Printing, random numbers, I/O: run now in Python on fetched inputs.
-            self._python_ops += 1
-            return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
-        # The location (Locator.here, inlined: this runs once per op of every step).
-        locator = self.locator
-        boundary = locator.boundary
-        f = sys._getframe(1)
-        sites = []
-        known = _IN_LIBRARY
-        while f is not None and f is not boundary:
-            code = f.f_code
-            lib = known.get(id(code))
-            if lib is None:
-                lib = _in_library(code)
-            if not lib:
-                sites.append((id(code), f.f_lasti))
-            f = f.f_back
-        stack = tuple(sites)
-        counts = locator.counts
-        n = counts.get(stack, 0)
-        counts[stack] = n + 1
-        location = (stack, n)
+    def _dispatcher(self):
+        """This step's eager dispatch (``eager.execute``'s signature, see ``dispatch``
+        below) as a plain function, a closure over the run: installed as
+        ``EagerGraph.create_op`` it is called with no bound-method wrapper in between
+        (a frame and a repacking of the arguments less per op). :meth:`close` drops it
+        (it refers to the run)."""
+        run = self
+        owner_id = self.owner
+        stack_id = self.locator.stack_id
+        counts = self.locator.counts
+        execute_now = _eager.execute_now
+        get_ident = threading.get_ident
+        getframe = sys._getframe
+
+        def dispatch(graph, op_type, inputs, attrs=None, name=None, output_specs=None):
+            """Eager dispatch while the step co-executes.
+
+            The op is matched by its node key (:func:`~.trace_graph.node_key`) among
+            the successors of the node matched last, or against the folded loop Python
+            is in. The common case -- one successor with this op's type and location --
+            is checked field by field against that node's key (:meth:`CoRun._fits`, or
+            :meth:`CoRun._loop_next` in a folded loop) without building the op's own
+            key; any other case, a mismatch included, takes the full key
+            (:meth:`CoRun._match`), so both give the same node or the same fallback."""
+            owner = get_ident() == owner_id
+            if op_type == "StridedSlice" and owner:
+                inputs, attrs = feed_slice_bounds(op_type, inputs, attrs)
+            if run.recorder is not None or not owner:
+                return execute_now(graph, op_type, inputs, attrs, name, output_specs)
+            recorded = _RECORDED.get(op_type)
+            if recorded is None:
+                recorded = is_recorded(op_type)
+            if not recorded:
+                # Printing, random numbers, I/O: run now in Python on fetched inputs.
+                run._python_ops += 1
+                return execute_now(graph, op_type, inputs, attrs, name, output_specs)
+            sid = stack_id(getframe(1))
+            n = counts.get(sid, 0)
+            counts[sid] = n + 1
+            if attrs is None:
+                attrs = {}
+            if run._loop is None:
+                nid = run._fast_succ[run.cur].get((op_type, sid, n))
+                if nid is not None:
+                    fed = run._fits(nid, inputs, attrs)
+                    if fed is not None:
+                        return run._emit(graph, op_type, inputs, attrs, name, nid, fed)
+            else:
+                op = run._loop_next(graph, op_type, inputs, attrs, name, sid, n)
+                if op is not None:
+                    return op
+            return run._match(graph, op_type, inputs, attrs, name, output_specs, sid, n)
+
+        return dispatch
+
+    def close(self):
+        """The step is over: drop the dispatcher (its closure refers back to the run,
+        which would otherwise wait for a garbage collection)."""
+        self.dispatch = None
+
+    def _fits(self, nid, inputs, attrs):
+        """Whether an op with these inputs and attributes (its type and location already
+        equal to node ``nid``'s) has ``nid``'s key: its fed inputs (``{slot: tensor}``,
+        :data:`_NO_FEEDS` for none) if so, else None."""
+        attrs_key, wiring, feed_specs = self._checks[nid]
+        if not _same_attrs(attrs, attrs_key):
+            return None
+        if len(inputs) != len(wiring):
+            return None
+        fed = _NO_FEEDS
+        for slot, t in enumerate(inputs):
+            src = wiring[slot]
+            tt = type(t)
+            if tt is Handle and t._run is self:
+                if src[0] != "n" or src[1] != t._node or src[2] != t._value_index:
+                    return None
+                continue
+            if tt is not EagerTensor and not isinstance(t, EagerTensor):
+                return None          # _match reports it
+            if t._dtype is _RESOURCE:
+                vname = variable_name(t)
+                if vname is not None:
+                    if src[0] != "v" or src[1] != vname:
+                        return None
+                    continue
+            if src[0] != "f":
+                return None
+            value = t._value
+            if (t._dtype, value.shape if type(value) is np.ndarray
+                    else np.shape(value)) != feed_specs[slot]:
+                return None
+            if fed is _NO_FEEDS:
+                fed = {}
+            fed[slot] = t
+        return fed
+
+    def _wiring(self, op_type, inputs):
+        """Per input, where it comes from (``("n", node, k)``, ``("v", name)`` or
+        :data:`_FED`) and its fed ``(dtype, shape)`` (None when not fed); and the fed
+        inputs (``{slot: tensor}``, None for none). TypeError/ValueError for an input
+        that is not an eager tensor."""
         wiring, feed_specs, fed = [], [], None
         for slot, t in enumerate(inputs):
             tt = type(t)
@@ -469,28 +655,25 @@ class CoRun:
             if fed is None:
                 fed = {}
             fed[slot] = t
-        if attrs is None:
-            attrs = {}
+        return wiring, feed_specs, fed
+
+    def _match(self, graph, op_type, inputs, attrs, name, output_specs, sid, n):
+        """Match an op by its full node key (see :meth:`dispatch`); falls back when no
+        successor and no folded loop has it."""
+        location = (stack_of(sid), n)
+        wiring, feed_specs, fed = self._wiring(op_type, inputs)
         cur = self.cur
         succ = self._succ[cur]
         nid = None
         if succ:
-            if attrs:
-                attrs_key = tuple(attrs.items())
-                try:
-                    hash(attrs_key)
-                except TypeError:
-                    attrs_key = freeze_attrs(attrs)
-            else:
-                attrs_key = ()
-            nid = succ.get(node_key(op_type, attrs_key, location, tuple(wiring),
+            nid = succ.get(node_key(op_type, freeze_attrs(attrs), location, tuple(wiring),
                                     tuple(feed_specs)))
         in_loop = self._loop is not None
         if in_loop or (nid is None and cur in self._loop_entries):
             # Inside a folded loop the loop decides first: its next op, its next
             # iteration, or leaving it (then the op is matched after the loop node).
             got = self._loop_dispatch(graph, op_type, inputs, attrs, name, output_specs,
-                                      location, wiring, feed_specs, fed)
+                                      location, sid, wiring, feed_specs, fed)
             if got is not None or self.recorder is not None:
                 return got
             if in_loop:
@@ -503,33 +686,36 @@ class CoRun:
                 return _eager.execute_now(graph, op_type, inputs, attrs, name, output_specs)
             finally:
                 self.recorder.replaying(None)
-        selects = self._edge_selects.get((cur, nid))
-        if selects:
+        return self._emit(graph, op_type, inputs, attrs, name, nid,
+                          _NO_FEEDS if fed is None else fed)
+
+    def _emit(self, graph, op_type, inputs, attrs, name, nid, fed):
+        """The skeleton's op for a matched node ``nid``: the edge's Case Selects and the
+        fed inputs sent, handles for its outputs, seen by the recorders (tapes)."""
+        selects = self._selects_from.get(self.cur)
+        if selects is not None and nid in selects:
             send = self.rv.send
-            for key, case in selects:
+            for key, case in selects[nid]:
                 send(key, case, False)
         self.cur = nid
-        if fed is None:
-            fed = _NO_FEEDS
-        else:
-            rv = self._feed_keys
+        specs, keys, dynamic, foldable = self._emit_info[nid]
+        if fed:
             send = self.rv.send
             for slot, t in fed.items():
-                send(rv[(nid, slot)], t._value, False)
+                send(keys[slot], t._value, False)
         self.matched.append((nid, fed))
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
-        handles = self.handles
-        specs = self._out_specs[nid]
-        if nid in self._dynamic_nodes:
+        if dynamic:
             specs = _cached_python_side_shapes(op, nid, specs, self._dynamic,
                                                self._shape_cache)
+        handles = self.handles
         outs = []
         for k, (dt, shape) in enumerate(specs):
             h = Handle(self, nid, k, dt, shape, op)
             handles[(nid, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
-        if nid in self._foldable:
+        if foldable:
             _fold_small_ints(graph, op, outs)
         self._last_op = id(op)    # not the op: it would keep its outputs alive
         if _eager.RECORDERS:
@@ -565,16 +751,15 @@ class CoRun:
                                                  compute)
         if (threading.get_ident() != self.owner or _eager.RECORDERS):
             return compute(targets, sources, output_gradients)
-        stack = _user_stack(sys._getframe(1), self.locator.boundary)
-        grads = self._match_gradient(tape, targets, sources, output_gradients, stack)
+        sid = self.locator.stack_id(sys._getframe(1))
+        stack = stack_of(sid)
+        grads = self._match_gradient(tape, targets, sources, output_gradients, stack, sid)
         if grads is not None:
             return grads
         if self._expects_gradient_node(stack):
             # A new gradient where the graph has no gradient ops of its own: fall back
             # now, so that the new trace records it as one node too.
-            counts = self.locator.counts
-            location = (stack, counts.get(stack, 0))
-            counts[stack] = location[1] + 1
+            location = (stack, self.locator.count(sid))
             self._fallback(f"new gradient after node {self.cur}")
             self.recorder.replaying(location)
             try:
@@ -584,22 +769,22 @@ class CoRun:
                 self.recorder.replaying(None)
         if output_gradients is not None:
             return compute(targets, sources, output_gradients)
-        key = self._gradient_key(tape, targets, sources, stack)
+        key = self._gradient_key(tape, targets, sources, sid)
         if key is None:
             return compute(targets, sources, output_gradients)
         entry = self.gradient_memo.get(key)
         if entry is not None:
-            return self._take_gradient(tape, entry, stack)
+            return self._take_gradient(tape, entry, sid)
         start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
         grads = compute(targets, sources, output_gradients)
         if (self.recorder is None and len(self.read) == reads
                 and self._python_ops == python_ops):
-            entry = self._gradient_entry(tape, start, stack, grads)
+            entry = self._gradient_entry(tape, start, stack, sid, grads)
             if entry is not None:
                 self.gradient_memo[key] = entry
         return grads
 
-    def _gradient_key(self, tape, targets, sources, stack):
+    def _gradient_key(self, tape, targets, sources, sid):
         """The memo key of a gradient computation, or None when something in it is not
         a node of this step (an op run in Python on the tape, a target or source that
         is neither a matched output nor a variable).
@@ -636,10 +821,10 @@ class CoRun:
             if name is None:
                 return None
             wired.append(("v", name))
-        return (self.cur, stack, self.locator.counts.get(stack, 0), tuple(taped),
+        return (self.cur, sid, self.locator.counts.get(sid, 0), tuple(taped),
                 tuple(wired))
 
-    def _gradient_entry(self, tape, start, stack, grads):
+    def _gradient_entry(self, tape, start, stack, sid, grads):
         """What a later step replays: per matched node, its fed inputs (an input of a
         taped op, as ``(op index, input index)``: a forward input such as the batch, fed
         anew from the tape each step; or a constant the gradient functions made from the
@@ -665,12 +850,12 @@ class CoRun:
             if part is _UNMEMOISABLE or (part is not None and part[0] != "h"):
                 return None
             results.append(part)
-        return tuple(feeds), self.locator.counts.get(stack, 0), tuple(results)
+        return tuple(feeds), self.locator.counts.get(sid, 0), tuple(results)
 
-    def _take_gradient(self, tape, entry, stack):
+    def _take_gradient(self, tape, entry, sid):
         segment, count, results = entry
         taped = tape._ops
-        self._take_segment(segment, taped, stack, count)
+        self._take_segment(segment, taped, sid, count)
         made: dict = {}
         grads = []
         for r in results:
@@ -700,7 +885,7 @@ class CoRun:
             h._shape = shape
         return h
 
-    def _take_segment(self, segment, taped, stack, count):
+    def _take_segment(self, segment, taped, sid, count):
         """Match the memo's nodes from the node matched last, sending their edges' Case
         Selects and their feeds (an ``(i, j)`` feed: input ``j`` of ``taped[i]`` now)."""
         send = self.rv.send
@@ -724,7 +909,7 @@ class CoRun:
             matched.append((nid, fed))
             cur = nid
         self.cur = cur
-        self.locator.counts[stack] = count
+        self.locator.counts[sid] = count
 
     # -- Optimizer.apply_gradients as one step of the skeleton ------------------------------
     def apply_gradients(self, optimizer, pairs, global_step, name, apply):
@@ -743,14 +928,14 @@ class CoRun:
         if (self.recorder is not None or threading.get_ident() != self.owner
                 or global_step is not None or _eager.RECORDERS):
             return apply(pairs, global_step, name)
-        stack = _user_stack(sys._getframe(1), self.locator.boundary)
-        key = self._apply_key(optimizer, pairs, name, stack)
+        sid = self.locator.stack_id(sys._getframe(1))
+        key = self._apply_key(optimizer, pairs, name, sid)
         if key is None:
             return apply(pairs, global_step, name)
         entry = self.gradient_memo.get(key)
         if entry is not None and entry[3] is optimizer:
             segment, count, returns_op, _ = entry
-            self._take_segment(segment, _NO_INPUTS, stack, count)
+            self._take_segment(segment, _NO_INPUTS, sid, count)
             if not returns_op:
                 return None
             node = self.tg.nodes[segment[-1][0]]
@@ -766,17 +951,19 @@ class CoRun:
                 and (result is None or (type(result) is EagerOp
                                         and id(result) == self._last_op
                                         and not result._outputs))):
-            feeds = self._segment_feeds(start, stack, {})
+            feeds = self._segment_feeds(start, stack_of(sid), {})
             if feeds is not None:
                 # The entry holds the optimizer: its id in the key cannot be reused by
                 # a new optimizer (whose slots are other variables) while the memo lives.
-                self.gradient_memo[key] = (feeds, self.locator.counts.get(stack, 0),
+                self.gradient_memo[key] = (feeds, self.locator.counts.get(sid, 0),
                                            result is not None, optimizer)
         return result
 
-    def _apply_key(self, optimizer, pairs, name, stack):
+    def _apply_key(self, optimizer, pairs, name, sid):
         state = []
-        for attr, value in sorted(vars(optimizer).items()):
+        # In the attributes' own order: the same state set in another order is only
+        # another key (computed once more), never a wrong hit.
+        for attr, value in vars(optimizer).items():
             if attr in _OPTIMIZER_TABLES:
                 continue
             if value is not None and type(value) not in _PLAIN:
@@ -801,7 +988,7 @@ class CoRun:
                 wired.append((parts, vname))
             else:
                 return None
-        return ("apply", self.cur, stack, self.locator.counts.get(stack, 0), id(optimizer),
+        return ("apply", self.cur, sid, self.locator.counts.get(sid, 0), id(optimizer),
                 type(optimizer), tuple(state), tuple(wired), name)
 
     def _slices_key(self, g):
@@ -905,7 +1092,7 @@ class CoRun:
             return
         self._take_edge(self.cur, END)
         self._advance_graph()
-        for k, ref in list(self.handles.items()):
+        for ref in list(self.handles.values()):
             h = ref()
             if h is not None and not h.has_value():
                 h._value           # noqa: B018 - receives it (or falls back)
@@ -971,7 +1158,8 @@ class CoRun:
                 continue
             if type(nid) is tuple:
                 node, inputs = self._body_replay_inputs(nid, fed, values)
-                location = self._body_locations[nid]
+                sid, n = self._body_locations[nid]
+                location = (stack_of(sid), n)
             else:
                 node = tg.nodes[nid]
                 location = node.location
@@ -1074,49 +1262,123 @@ class CoRun:
             return self.tg.loops[nid[0]].body[nid[1]]
         return self.tg.nodes[nid]
 
+    def _loop_next(self, graph, op_type, inputs, attrs, name, sid, n):
+        """The common case of :meth:`_loop_dispatch` while Python runs a folded loop:
+        the op is the body's next op, in this iteration or the next one, checked input
+        by input against the body op's plan (:func:`_body_plan`) without building the
+        op's wiring: the same test as :meth:`_body_matches`. None when it is not, or
+        is a case left to :meth:`_loop_dispatch` (the first iteration's loop
+        variables); :meth:`_match` then decides (leaving the loop, or a fallback)."""
+        state = self._loop
+        loop, spec, j, t = state
+        starts = j == len(spec.body)     # the first op of the next iteration
+        if starts:
+            j = 0
+        b = spec.body[j]
+        if b.op_type != op_type or self._body_sids[loop][j] != sid:
+            return None
+        if not _same_attrs(attrs, b.attrs_key):
+            return None
+        plan = self._body_inputs[loop][j]
+        if len(inputs) != len(plan):
+            return None
+        this, previous = self._iteration_nodes
+        if starts:
+            this, previous = (), this
+        fed = _NO_FEEDS
+        for q, x in enumerate(inputs):
+            want = plan[q]
+            kind = want[0]
+            mine = type(x) is Handle and x._run is self
+            if kind == "b":      # an op of this iteration
+                if not mine or x._node is not this[want[1]] or x._value_index != want[2]:
+                    return None
+                continue
+            if kind == "c":      # a loop variable: the previous iteration's op
+                if (previous is None or not mine or x._node is not previous[want[1]]
+                        or x._value_index != want[2]):
+                    return None
+                continue
+            if kind == "xn":     # a value made before the loop
+                if not mine or x._node != want[1] or x._value_index != want[2]:
+                    return None
+                continue
+            if mine or not isinstance(x, EagerTensor):
+                return None
+            vname = variable_name(x) if x._dtype is _RESOURCE else None
+            if kind == "xv":     # a variable
+                if vname != want[1]:
+                    return None
+                continue
+            if vname is not None:
+                return None
+            value = x._value
+            got = (x._dtype, value.shape if type(value) is np.ndarray else np.shape(value))
+            if kind == "xf":     # a loop invariant fed once: the same object every time
+                sent = self._loop_fed.get(want[1])
+                if not _fits(got, want[2]) or (sent is not None and sent is not x):
+                    return None
+            elif got != want[1]:  # "f": fed every iteration
+                return None
+            if fed is _NO_FEEDS:
+                fed = {}
+            fed[q] = x
+        if starts:
+            self._next_iteration(loop, t + 1)
+        return self._body_op(graph, op_type, inputs, attrs, name, fed, (sid, n))
+
+    def _next_iteration(self, loop, t):
+        """Python starts iteration ``t`` of the folded loop it runs."""
+        state = self._loop
+        state[2] = 0
+        state[3] = t
+        self._iteration_nodes = ([None] * len(state[1].body), self._iteration_nodes[0])
+
     def _loop_dispatch(self, graph, op_type, inputs, attrs, name, output_specs, location,
-                       wiring, feed_specs, fed):
+                       sid, wiring, feed_specs, fed):
         """Match an op against a folded loop: enter a loop that follows the node matched
         last, go on with its body, start its next iteration or leave it. None when the
         op is none of these (the caller falls back)."""
         attrs_key = freeze_attrs(attrs)
         wiring, feed_specs = tuple(wiring), tuple(feed_specs)
-        stack = location[0]
+        body_location = (sid, location[1])
         if self._loop is None:
             for loop in self._loop_entries.get(self.cur, ()):
                 spec = self.tg.loops[loop]
                 if (self.tg.nodes[loop].location == location
-                        and self._body_matches(loop, spec, 0, 0, op_type, attrs_key, stack,
+                        and self._body_matches(loop, spec, 0, 0, op_type, attrs_key, sid,
                                                wiring, feed_specs, fed, {})):
                     self._take_edge(self.cur, loop)
                     self._loop = [loop, spec, 0, 0]
+                    self._iteration_nodes = ([None] * len(spec.body), None)
                     self._loop_fed = {}
                     self._loop_rows = {}
-                    return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+                    return self._body_op(graph, op_type, inputs, attrs, name, fed,
+                                         body_location)
             return None
         loop, spec, j, t = self._loop
         if j == len(spec.body):
-            if self._body_matches(loop, spec, 0, t + 1, op_type, attrs_key, stack, wiring,
+            if self._body_matches(loop, spec, 0, t + 1, op_type, attrs_key, sid, wiring,
                                   feed_specs, fed, self._loop_fed):
-                self._loop[2:] = [0, t + 1]
-                return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+                self._next_iteration(loop, t + 1)
+                return self._body_op(graph, op_type, inputs, attrs, name, fed, body_location)
             self._end_loop()
             # Matched again now that the last iteration's values are the loop's outputs
             # (the location is computed again: uncount this one).
-            self.locator.counts[stack] -= 1
+            self.locator.counts[sid] -= 1
             return self.dispatch(graph, op_type, inputs, attrs, name, output_specs)
-        if self._body_matches(loop, spec, j, t, op_type, attrs_key, stack, wiring, feed_specs,
+        if self._body_matches(loop, spec, j, t, op_type, attrs_key, sid, wiring, feed_specs,
                               fed, self._loop_fed):
-            return self._body_op(graph, op_type, inputs, attrs, name, fed, location)
+            return self._body_op(graph, op_type, inputs, attrs, name, fed, body_location)
         return None
 
-    def _body_matches(self, loop, spec, j, t, op_type, attrs_key, stack, wiring, feed_specs,
+    def _body_matches(self, loop, spec, j, t, op_type, attrs_key, sid, wiring, feed_specs,
                       fed, loop_fed):
         """Whether the op matches body op ``j`` of iteration ``t``; ``loop_fed``: the
         loop's invariant feeds sent so far (input index -> tensor)."""
         b = spec.body[j]
-        if (b.op_type != op_type or b.stack != stack or b.attrs_key != attrs_key
-                or len(b.inputs) != len(wiring)):
+        if (b.op_type != op_type or self._body_sids[loop][j] != sid
+                or b.attrs_key != attrs_key or len(b.inputs) != len(wiring)):
             return False
         outer = self.tg.nodes[loop]
         for q, src in enumerate(b.inputs):
@@ -1148,13 +1410,16 @@ class CoRun:
 
     def _body_op(self, graph, op_type, inputs, attrs, name, fed, location):
         """The skeleton's op for the loop's next body op (matched): its feeds sent with
-        the iteration's key, handles for its outputs."""
-        loop, spec, j, t = self._loop
-        self._loop[2] = j + 1
+        the iteration's key, handles for its outputs; ``location``: ``(stack id,
+        iteration index)``, for a replay."""
+        state = self._loop
+        loop, spec, j, t = state
+        state[2] = j + 1
         b = spec.body[j]
         nk = (loop, j, t)
-        body_feeds = self.step.loop_keys[loop][2]
+        self._iteration_nodes[0][j] = nk
         if fed:
+            body_feeds = self.step.loop_keys[loop][2]
             send = self.rv.send
             for q, tensor in fed.items():
                 src = b.inputs[q]
@@ -1174,11 +1439,11 @@ class CoRun:
         self.matched.append((nk, fed))
         self._body_locations[nk] = location
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
-        dynamic = self._dynamic
+        handles = self.handles
         outs = []
-        for k, (dt, shape) in enumerate(b.out_specs):
-            h = Handle(self, nk, k, dt, None if ((loop, j), k) in dynamic else shape, op)
-            self.handles[(nk, k)] = weakref.ref(h)
+        for k, (dt, shape) in enumerate(self._body_out[loop][j]):
+            h = Handle(self, nk, k, dt, shape, op)
+            handles[(nk, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
         self._last_op = id(op)
@@ -1227,7 +1492,7 @@ class CoRun:
         self.matched.append((loop, _LoopExit(t + 1)))
 
     # -- gradients matched as one node -------------------------------------------------------
-    def _match_gradient(self, tape, targets, sources, output_gradients, stack):
+    def _match_gradient(self, tape, targets, sources, output_gradients, stack, sid):
         """Match ``tape.gradient`` against a gradient node (:data:`~.trace.GRADIENT_OP`)
         following the node matched last: handles for its gradients, or None."""
         succ = self._succ[self.cur]
@@ -1261,13 +1526,13 @@ class CoRun:
             else:
                 return None
         counts = self.locator.counts
-        n = counts.get(stack, 0)
+        n = counts.get(sid, 0)
         attrs_key = (("targets", len(targets)), ("sources", len(sources)))
         nid = succ.get(node_key(GRADIENT_OP, attrs_key, (stack, n), tuple(wiring),
                                 tuple(feed_specs)))
         if nid is None or not self._all_taped(tape, nid):
             return None
-        counts[stack] = n + 1
+        counts[sid] = n + 1
         self._take_edge(self.cur, nid)
         for slot, g in fed.items():
             self.rv.send(self._feed_keys[(nid, slot)], g._value, False)
@@ -1305,11 +1570,16 @@ class CoRun:
             targets = [src[1] for src in node.inputs[:n_targets]]
             between = self.tg.gradient_between[nid] = frozenset(
                 gradient_between(self.tg.nodes, sources, targets))
-        owned = self._taped_outputs(tape)
-        if owned is None:
-            return False
-        taped = {node[0] if type(node) is tuple else node
-                 for node in (outs[0]._node for outs in owned)}
+        taped = set()
+        for op in tape._ops:      # as _taped_outputs, keeping only the nodes
+            outs = op._outputs
+            if not outs:
+                return False
+            h = outs[0]
+            if type(h) is not Handle or h._run is not self:
+                return False
+            node = h._node
+            taped.add(node[0] if type(node) is tuple else node)
         return between <= taped
 
     def _taped_outputs(self, tape):
@@ -1331,7 +1601,10 @@ def _fits(spec, pattern) -> bool:
     """A fed ``(dtype, shape)`` fits a loop input's spec (None: any size)."""
     if spec[0] != pattern[0] or len(spec[1]) != len(pattern[1]):
         return False
-    return all(p is None or p == d for d, p in zip(spec[1], pattern[1]))
+    for d, p in zip(spec[1], pattern[1]):
+        if p is not None and p != d:
+            return False
+    return True
 
 
 class _LoopExit:

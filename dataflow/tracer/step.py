@@ -16,6 +16,7 @@ import threading
 
 from ..autodiff import tape as _tape
 from ..framework import eager as _eager
+from ..framework import graph as _graph
 from ..train import optimizer as _optimizer
 from .coexec import CoRun
 from .generate import generate
@@ -86,34 +87,47 @@ class Function:
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        with _eager.eager_mode():
-            if self._mode == "eager" or self._eager_only is not None or _IN_STEP.active:
-                # A df.function called inside another one's step is part of that step.
-                result = self._fn(*args, **kwargs)
-                self.stats["eager_steps"] += 1
-                return result
-            _IN_STEP.active = True
-            # The collector is paused for the step: a step's many short-lived objects
-            # (handles, matched ops, the executor's iteration state) then die by reference
-            # count before any collection sees them, instead of being promoted to older
-            # generations by collections that happen mid-step and so bringing on full
-            # collections (a full pass costs 50-200 ms in these processes, several per
-            # 60 steps). Cyclic garbage made in the step is collected after it.
-            collecting = gc.isenabled()
+        eager_graph = _eager._eager_graph()
+        if _graph.get_default_graph() is eager_graph:
+            # Already in eager mode (the usual case: a training loop runs eagerly):
+            # entering it again would change nothing and costs two context managers.
+            return self._run(args, kwargs)
+        with eager_graph.as_default():
+            return self._run(args, kwargs)
+
+    def _run(self, args, kwargs):
+        if self._mode == "eager" or self._eager_only is not None or _IN_STEP.active:
+            # A df.function called inside another one's step is part of that step.
+            result = self._fn(*args, **kwargs)
+            self.stats["eager_steps"] += 1
+            return result
+        _IN_STEP.active = True
+        # The collector is paused for the step: a step's many short-lived objects
+        # (handles, matched ops, the executor's iteration state) then die by reference
+        # count before any collection sees them, instead of being promoted to older
+        # generations by collections that happen mid-step and so bringing on full
+        # collections (a full pass costs 50-200 ms in these processes, several per
+        # 60 steps). Cyclic garbage made in the step is collected after it.
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            if self._step is None:
+                return self._trace(args, kwargs)
+            return self._coexecute(args, kwargs)
+        finally:
+            _IN_STEP.active = False
             if collecting:
-                gc.disable()
-            try:
-                if self._step is None:
-                    return self._trace(args, kwargs)
-                return self._coexecute(args, kwargs)
-            finally:
-                _IN_STEP.active = False
-                if collecting:
-                    gc.enable()
+                gc.enable()
 
     def _call(self, locator, args, kwargs):
         locator.boundary = sys._getframe()
-        return self._fn(*args, **kwargs)
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            # The locator holds the user frame it placed an op in last: let it go before
+            # the end of the step finds what the program still references.
+            locator.release()
 
     def _trace(self, args, kwargs):
         recorder = TraceRecorder(Locator())
@@ -157,6 +171,7 @@ class Function:
                 raise
         finally:
             _eager.set_dispatcher(previous)
+            run.close()
             _tape.GRADIENT_RUNNER[0] = previous_runner
             _optimizer.APPLY_RUNNER[0] = previous_apply
             if run.recorder is not None:

@@ -525,6 +525,7 @@ class TraceRecorder:
         """
         if _ACTIVE.recorder is self:
             _ACTIVE.recorder = None
+        self.locator.release()    # a frame it holds would keep that frame's values alive
         trace = self.trace
         keep, produced = self._keep, self._produced
         self._keep, self._produced, self._fed = [], {}, []
