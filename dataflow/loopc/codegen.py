@@ -146,6 +146,9 @@ class _Gen:
         self.scope = 0
         self.tests = {}           # (scope, node liveness, predicate) -> (on, off)
         self.open_if = None       # (indent, liveness, len(lines)) of the last guarded block
+        # Accumulating Adds (see _accumulators): add op -> (loop variable's name, its
+        # "owned" flag's name, which input of the Add the loop variable is).
+        self.acc_of = {}
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, prefix="v"):
@@ -313,9 +316,17 @@ class _Gen:
         outer_scope = self.scope
         self.scope = self.count + 1
         carried = []
+        accumulators = _accumulators(loop)
         for e, m, nxt in loop.loop_vars:
             v = self.fresh("m")
-            self.emit(ind, f"{v} = {self.value(e._inputs[0])}")
+            if m in accumulators:
+                self.emit(ind, f"{v} = acc_start({self.value(e._inputs[0])})")
+                add, index = accumulators[m]
+                own = self.fresh("o")
+                self.emit(ind, f"{own} = False")
+                self.acc_of[add] = (v, own, index)
+            else:
+                self.emit(ind, f"{v} = {self.value(e._inputs[0])}")
             self.val[m._outputs[0]] = v
             self.live[m._outputs[0]] = "True"
             self.node_live[m] = "True"
@@ -462,11 +473,19 @@ class _Gen:
                 self.val[t], self.live[t] = "None", "False"
             return
         args = [self.value(t) for t in op._inputs]
-        e = OpEmitter(self, op, args)
-        exprs = LOWERINGS[op.type].emit(e)
-        if exprs is None:
-            raise Unsupported(f"op '{op.name}' ({op.type}) cannot be lowered here")
-        block = list(e.lines)
+        acc = self.acc_of.get(op)
+        if acc is not None and args[acc[2]] == acc[0]:
+            # ``total + v`` into the loop variable's own buffer (see _accumulators).
+            total, own, index = acc
+            other = args[1 - index]
+            exprs, block = [f"acc_add({total}, {other}, {own}, {index == 0})"], []
+        else:
+            acc = None
+            e = OpEmitter(self, op, args)
+            exprs = LOWERINGS[op.type].emit(e)
+            if exprs is None:
+                raise Unsupported(f"op '{op.name}' ({op.type}) cannot be lowered here")
+            block = list(e.lines)
         if _all_scalar(op):
             block, exprs = [_scalar_line(t) for t in block], [_scalar_casts(x) for x in exprs]
         for t, expr in zip(op._outputs, exprs):
@@ -479,6 +498,8 @@ class _Gen:
             self.live[t] = node
         for t in op._outputs[len(exprs):]:
             self.val[t], self.live[t] = "None", "False"
+        if acc is not None:
+            block.append(f"{acc[1]} = True")   # the sum is a buffer of this loop's own
         if not block:
             return
         inner = ind
@@ -559,6 +580,81 @@ def _scalar_line(text):
     if m:
         return f"if ({_scalar_casts(m.group(1))}) == 0: raise Fallback()"
     return _scalar_casts(text)
+
+
+# -- accumulation in place --------------------------------------------------------------------
+#
+# A gradient loop sums into a loop variable: ``total = total + v`` each iteration (dW of
+# an RNN, 256 x 256 floats). Generated as written, every iteration allocates the sum and
+# writes it in a second pass; NumPy's hand-written backprop does ``dw += v``. When the
+# loop variable's value goes nowhere but into that Add (and to its Exit, which fires
+# only once the body stops), and the Add's result goes nowhere but back into the loop
+# variable, nothing can observe the old buffer, so the sum may overwrite it: the same
+# IEEE additions, element by element, as ``total + v`` (bit for bit). The buffer the
+# loop variable starts with belongs to the caller (an Enter value), so the first
+# iteration adds out of place; from then on the loop owns it (the "owned" flag).
+
+_ACCUMULATING = ("AddV2", "AddN")
+
+
+def _members(loop):
+    out = set(loop.ops) | set(loop.exits)
+    for _, m, nxt in loop.loop_vars:
+        out |= {m, nxt}
+    return out
+
+
+def _through_identities(t, members):
+    """``(consumer, tensor it reads)`` at the end of a chain of single-consumer
+    Identities from ``t``, or None when some tensor on the way has another consumer."""
+    while True:
+        users = [c for c in t._consumers if c in members]
+        if len(users) != 1:
+            return None
+        if users[0].type != "Identity":
+            return users[0], t
+        t = users[0]._outputs[0]
+
+
+def _float_rank(t):
+    np_type = t.dtype.as_numpy_dtype
+    if np_type is None or np.dtype(np_type).name not in ("float32", "float64"):
+        return None
+    return t.shape.ndims
+
+
+def _accumulators(loop) -> dict:
+    """``{merge: (add op, index of the loop variable among the Add's inputs)}`` for the
+    loop variables of ``loop`` that only accumulate (see above)."""
+    members = _members(loop)
+    out = {}
+    for _, m, nxt in loop.loop_vars:
+        users = [c for c in m._outputs[0]._consumers if c in members]
+        if len(users) != 1 or users[0]._op_def.role != R.SWITCH or \
+                users[0]._inputs[0] is not m._outputs[0]:
+            continue
+        switch = users[0]
+        if any(c._op_def.role != R.EXIT for c in switch._outputs[0]._consumers
+               if c in members):
+            continue
+        found = _through_identities(switch._outputs[1], members)
+        if found is None:
+            continue
+        add, read = found
+        if add.type not in _ACCUMULATING or len(add._inputs) != 2 or \
+                [t is read for t in add._inputs].count(True) != 1:
+            continue
+        back = _through_identities(add._outputs[0], members)
+        if back is None or back[0] is not nxt:
+            continue
+        ranks = {_float_rank(t) for t in (m._outputs[0], add._inputs[0], add._inputs[1],
+                                          add._outputs[0])}
+        dtypes = {t.dtype for t in (m._outputs[0], add._inputs[0], add._inputs[1],
+                                    add._outputs[0])}
+        if len(ranks) != 1 or len(dtypes) != 1 or ranks.pop() in (None, 0):
+            continue
+        out[m] = (add, 0 if add._inputs[0] is read else 1)
+    return out
 
 
 def _all_ops(loop):
