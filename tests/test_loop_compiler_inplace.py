@@ -127,3 +127,96 @@ def test_a_sum_that_broadcasts_is_added_out_of_place():
     assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
     assert compiled.shape == (3, 4)
     np.testing.assert_array_equal(compiled, interpreted, err_msg=f"seed {seed}")
+
+
+# -- elementwise loops and inlining ------------------------------------------------------------
+
+def test_a_chain_of_elementwise_ops_is_one_loop_with_the_interpreters_bits():
+    """``(h @ w + x) * 0.5 - x`` after the GEMM: one flat loop (nothing in between is an
+    array of its own), the same bits as the interpreter's NumPy kernels."""
+    rng, seed = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float64, [8, 8])
+        x = df.placeholder(df.float64, [3, 8])
+        _, h = df.while_loop(lambda i, h: i < 6,
+                             lambda i, h: (i + 1, (df.matmul(h, w) + x) * 0.5 - x),
+                             (0, df.ones([3, 8], df.float64)))
+    feeds = {w: rng.standard_normal((8, 8)), x: rng.standard_normal((3, 8))}
+    source = _sources([h], feeds)["while/while_context"]
+    assert source.count("for ") == 1 and "_f[" in source, source
+    md, compiled, again, interpreted = _run_both(g, h, feeds)
+    assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
+    np.testing.assert_array_equal(compiled, interpreted, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(again, interpreted, err_msg=f"seed {seed}")
+
+
+def test_an_elementwise_loop_with_operands_that_broadcast_takes_the_array_expression():
+    """``h + b`` with ``b`` of shape [1, 4] and ``h`` of [3, 4]: same rank, other shapes,
+    so the run-time test sends it to the broadcasting expression."""
+    rng, seed = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        b = df.placeholder(df.float32, [None, 4])
+        h0 = df.placeholder(df.float32, [3, 4])
+        _, h = df.while_loop(lambda i, h: i < 4,
+                             lambda i, h: (i + 1, df.tanh(h * 0.5 + b)), (0, h0))
+    feeds = {b: rng.standard_normal((1, 4)).astype(np.float32),
+             h0: rng.standard_normal((3, 4)).astype(np.float32)}
+    assert "_f[" in _sources([h], feeds)["while/while_context"]
+    md, compiled, _, interpreted = _run_both(g, h, feeds)
+    assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
+    # tanh is the approximation of dataflow.kernels.approx (a few ulp) in both paths
+    np.testing.assert_allclose(compiled, interpreted, rtol=4e-6, atol=1e-7,
+                               err_msg=f"seed {seed}")
+    with df.Session(graph=g, config=EAGER) as sess:
+        feeds[b] = np.tile(feeds[b], (3, 1))            # now the loop path
+        looped = sess.run(h, feeds)
+    with df.Session(graph=g, config=OFF) as sess:
+        np.testing.assert_allclose(looped, sess.run(h, feeds), rtol=4e-6, atol=1e-7,
+                                   err_msg=f"seed {seed}")
+
+
+def test_a_value_read_twice_is_computed_once_and_not_inlined():
+    rng, seed = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        x = df.placeholder(df.float64, [2, 5])
+        _, h = df.while_loop(lambda i, h: i < 3,
+                             lambda i, h: (i + 1, (lambda s: s * s + s)(h - x)), (0, x))
+    feeds = {x: rng.standard_normal((2, 5))}
+    source = _sources([h], feeds)["while/while_context"]
+    assert source.count("for ") == 2, source     # h - x, then s * s + s over it
+    md, compiled, _, interpreted = _run_both(g, h, feeds)
+    assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
+    np.testing.assert_array_equal(compiled, interpreted, err_msg=f"seed {seed}")
+
+
+def test_a_variable_read_is_not_inlined_past_its_assignment():
+    """``y = v * 2`` read after ``v`` is assigned in the same iteration must see the
+    value read before the assignment."""
+    rng, seed = fresh_rng()
+    start = rng.standard_normal((2, 3))
+    g = df.Graph()
+    with g.as_default():
+        v = df.Variable(start, name="v")
+        init = df.global_variables_initializer()
+
+        def body(i, acc):
+            read = v.read_value()
+            doubled = read * 2.0              # only consumer: the Mul after the assign
+            assign = v.assign(read + 1.0)
+            with df.control_dependencies([assign]):
+                return i + 1, acc + doubled * 1.0
+        _, total = df.while_loop(lambda i, a: i < 3, body,
+                                 (0, df.zeros([2, 3], df.float64)))
+    results = []
+    for config in (EAGER, OFF):
+        with df.Session(graph=g, config=config) as sess:
+            sess.run(init)
+            md = df.RunMetadata()
+            results.append(sess.run(total, run_metadata=md))
+            if config is EAGER:
+                assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
+    np.testing.assert_array_equal(results[0], results[1], err_msg=f"seed {seed}")
+    np.testing.assert_allclose(results[0], 2 * (3 * start + 3), err_msg=f"seed {seed}")

@@ -37,6 +37,7 @@ import numpy as np
 
 from dataflow.framework import op_registry as R
 
+from . import lowering
 from .lowering import LOWERINGS
 
 __all__ = ["FrameSource", "Unsupported", "generate"]
@@ -149,6 +150,12 @@ class _Gen:
         # Accumulating Adds (see _accumulators): add op -> (loop variable's name, its
         # "owned" flag's name, which input of the Add the loop variable is).
         self.acc_of = {}
+        # Elementwise ops on arrays run as one flat loop each, and an op whose only
+        # consumer is another such op is inlined into its consumer's loop (see
+        # _fusable_ops): op -> whether it is inlined; inlined values by placeholder name.
+        self.fusable = _fusable_ops(top)
+        self.inlined = {}
+        self.variable_names = set()
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, prefix="v"):
@@ -296,6 +303,7 @@ class _Gen:
                 dtype = _np_dtype(reads[0]._outputs[0]) if reads else \
                     _np_dtype(next(iter(users))._inputs[1])
                 name = f"r{k}"
+                self.variable_names.add(name)
                 self.param(("variable", e, dtype,
                             any(op.type != "ReadVariableOp" for op in users)), name)
                 self.slots[e] = ("variable", name)
@@ -472,6 +480,9 @@ class _Gen:
             for t in op._outputs:
                 self.val[t], self.live[t] = "None", "False"
             return
+        if op in self.fusable:
+            self.elementwise(op, ind, node)
+            return
         args = [self.value(t) for t in op._inputs]
         acc = self.acc_of.get(op)
         if acc is not None and args[acc[2]] == acc[0]:
@@ -510,6 +521,109 @@ class _Gen:
         for text in block:
             self.emit(inner, text)
         self.open_if = (ind, node, len(self.lines))
+
+    # -- elementwise loops -------------------------------------------------------------------
+    def elementwise(self, op, ind, node):
+        """An elementwise op on arrays: inlined into its consumer (when it is its only
+        consumer and elementwise too), or one loop over the flattened operands when their
+        shapes agree at run time; else the lowering's array expression (broadcasting).
+        The loop's element expression is the lowering's own, for scalars, so the values
+        are the same bits either way."""
+        pieces = [self._piece(t) for t in op._inputs]
+        leaves = list(dict.fromkeys(leaf for p in pieces for leaf in p[2]))
+        for t in op._outputs:
+            self.live[t] = node
+        out = op._outputs[0]
+        array, scalar = self._render(op, [p[0] for p in pieces], [p[1] for p in pieces])
+        if self.fusable[op] and not any(leaf in self.variable_names for leaf, _ in leaves):
+            name = f"@inline{len(self.inlined)}"
+            self.inlined[name] = (array, scalar, leaves)
+            self.val[out] = name
+            return
+        value = self.fresh("v")
+        flat, index = f"{value}_f", f"{value}_i"
+        tensors = [leaf for leaf, rank in leaves if rank]
+        same = " and ".join(f"{tensors[0]}.shape == {leaf}.shape" for leaf in tensors[1:])
+        block = [f"if {same}:" if same else "if True:",
+                 f"    {value} = np.empty({tensors[0]}.shape, np.{_np_dtype(out)})",
+                 f"    {flat} = {value}.reshape({value}.size)"]
+        block += [f"    {leaf}_f = {leaf}.ravel()" for leaf in tensors]
+        block += [f"    for {index} in range({flat}.size):",
+                  f"        {flat}[{index}] = {scalar.replace('{i}', index)}",
+                  "else:",
+                  f"    {value} = {array}"]
+        self.val[out] = value
+        inner = ind
+        if node != "True":
+            if self.open_if != (ind, node, len(self.lines)):
+                self.emit(ind, f"if {node}:")
+            inner = ind + 1
+        for text in block:
+            self.emit(inner, text)
+        self.open_if = (ind, node, len(self.lines))
+
+    def _piece(self, t):
+        """``(array expression, element expression, leaves)`` of an operand; an element
+        expression writes ``{i}`` for the loop index; leaves are ``(name, rank)``."""
+        v = self.value(t)
+        if v in self.inlined:
+            return self.inlined[v]
+        if t.shape.ndims == 0:
+            return v, v, [(v, 0)] if _IDENT.match(v) else []
+        return v, f"{v}_f[{{i}}]", [(v, t.shape.ndims)]
+
+    def _render(self, op, arrays, elements):
+        """The lowering's expression of ``op`` over array operands and over elements."""
+        array = LOWERINGS[op.type].emit(OpEmitter(self, op, arrays))[0]
+        element = LOWERINGS[op.type].emit(OpEmitter(self, op, elements))[0]
+        return array, _scalar_casts(element)
+
+
+# -- elementwise loops ------------------------------------------------------------------------
+#
+# Numba compiles ``a + b`` on two arrays through its broadcasting machinery: about 3x
+# slower than NumPy on a 32 x 256 float32 array (2.4 against 0.8 us), where one flat loop
+# vectorizes. And ``tanh(h @ W + x)`` would allocate and pass over ``h @ W + x`` only to
+# read it once. So a float elementwise op on arrays (every operand of the output's rank,
+# or a scalar) is generated as a loop over the flattened operands, guarded by a run-time
+# test that their shapes agree (else the broadcasting expression), and an op whose value
+# has no other consumer than another such op of the same frame is inlined into that op's
+# loop. The element expression is the lowering's own for scalars: the same arithmetic
+# and the same approximations as the array code, element by element.
+
+def _elementwise_lowering(op) -> bool:
+    lowered = LOWERINGS.get(op.type)
+    return lowered is not None and lowered.emit is lowering._elementwise
+
+
+def _fusable_one(op) -> bool:
+    if op._op_def.role != R.NORMAL or not _elementwise_lowering(op) or len(op._outputs) != 1:
+        return False
+    out = op._outputs[0]
+    dtype = _np_dtype(out)
+    if dtype not in ("float32", "float64") or not out.shape.ndims:
+        return False
+    return all(_np_dtype(t) == dtype and t.shape.ndims in (0, out.shape.ndims)
+               for t in op._inputs)
+
+
+def _fusable_ops(top) -> dict:
+    """``{op: inlined into its consumer?}`` for the float elementwise array ops of
+    ``top`` and its nested frames (see above); an accumulating Add is not one."""
+    out = {}
+
+    def visit(loop):
+        members = _members(loop)
+        accumulating = {add for add, _ in _accumulators(loop).values()}
+        ops = [op for op in loop.ops if _fusable_one(op) and op not in accumulating]
+        for op in ops:
+            users = {c for c in op._outputs[0]._consumers if c in members}
+            out[op] = len(users) == 1 and not op._control_outputs and \
+                next(iter(users)) in ops
+        for child in loop.children.values():
+            visit(child)
+    visit(top)
+    return out
 
 
 # -- scalar code without helper calls ---------------------------------------------------------
