@@ -1,17 +1,13 @@
-"""What makes the compiled RNN step cheaper, checked for behaviour: a gradient loop's
-accumulator (``total = total + v``) summed into a buffer the loop owns, elementwise ops on
-arrays as flat loops with single-consumer chains inlined, and the BLAS pool capped at
-one thread inside compiled loops on an oversubscribed host. Checked against the
-interpreter bit for bit (within the tanh approximation's bound where tanh is involved),
-and for what must not happen: the caller's starting buffer, or a value something else
-still reads, written over; a variable read after its assignment; the pool's size not
-put back."""
+"""Compiled loops that write into buffers they own: a gradient loop's accumulator
+(``total = total + v``) summed in place. Checked against the interpreter bit for bit, and
+for what must not happen: the caller's starting buffer, or a value something else still
+reads, written over."""
 from __future__ import annotations
 
 import numpy as np
 
 import dataflow as df
-from dataflow.loopc import blas, codegen, frames
+from dataflow.loopc import codegen, frames
 from tests.op_harness import fresh_rng
 
 EAGER = df.ConfigProto(compile_loops="eager")
@@ -224,79 +220,3 @@ def test_a_variable_read_is_not_inlined_past_its_assignment():
                 assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
     np.testing.assert_array_equal(results[0], results[1], err_msg=f"seed {seed}")
     np.testing.assert_allclose(results[0], 2 * (3 * start + 3), err_msg=f"seed {seed}")
-
-
-# -- the BLAS pool inside compiled loops -------------------------------------------------------
-
-def _matmul_loop():
-    g = df.Graph()
-    with g.as_default():
-        w = df.placeholder(df.float32, [64, 64])
-        h0 = df.placeholder(df.float32, [64, 64])
-        _, h = df.while_loop(lambda i, h: i < 4,
-                             lambda i, h: (i + 1, df.matmul(h, w) * 0.25), (0, h0))
-        (grad_w,) = df.gradients(df.reduce_sum(h), [w])
-    return g, w, h0, [h, grad_w]
-
-
-def test_a_busy_host_runs_compiled_matmuls_on_one_blas_thread_and_puts_the_pool_back(
-        monkeypatch):
-    calls = blas._pool_calls()
-    assert calls is not None, "NumPy's OpenBLAS exports no thread-count calls"
-    get, put = calls
-    seen = []
-    real = blas.loop_blas_threads
-
-    def watching():
-        manager = real()
-
-        class Watch:
-            def __enter__(self):
-                manager.__enter__()
-                seen.append(get())
-
-            def __exit__(self, *exc):
-                return manager.__exit__(*exc)
-        return Watch()
-
-    rng, seed = fresh_rng()
-    g, w, h0, fetches = _matmul_loop()
-    feeds = {w: rng.standard_normal((64, 64)).astype(np.float32),
-             h0: rng.standard_normal((64, 64)).astype(np.float32)}
-    before = get()
-    put(2)
-    try:
-        from dataflow.loopc import runner
-        monkeypatch.setattr(runner, "loop_blas_threads", watching)
-        for load, want in ((0.2, 2), (99.0, 1)):
-            monkeypatch.setattr(blas.os, "getloadavg", lambda load=load: (load, load, load))
-            seen.clear()
-            md, compiled, _, interpreted = _run_both(g, fetches, feeds)
-            assert md.compiled_frames == ["gradients/while_context",
-                                          "while/while_context"], md.interpreted_frames
-            assert seen and set(seen) == {want}, (load, seen)
-            assert get() == 2                        # put back after each frame
-            for c, i in zip(compiled, interpreted):
-                np.testing.assert_array_equal(c, i, err_msg=f"seed {seed}")
-    finally:
-        put(before)
-
-
-def test_overlapping_capped_blocks_put_the_pool_back_once_the_last_leaves(monkeypatch):
-    calls = blas._pool_calls()
-    assert calls is not None
-    get, put = calls
-    before = get()
-    put(2)
-    monkeypatch.setattr(blas.os, "getloadavg", lambda: (99.0, 99.0, 99.0))
-    try:
-        outer = blas.loop_blas_threads()
-        outer.__enter__()
-        assert get() == 1
-        with blas.loop_blas_threads():      # another thread's frame, say
-            assert get() == 1
-        assert get() == 1                   # the first block still runs
-        outer.__exit__(None, None, None)
-        assert get() == 2
-    finally:
-        put(before)

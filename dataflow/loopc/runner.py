@@ -15,10 +15,6 @@ the executor replays the Enters into the ordinary frame machinery. It returns No
   or a run-time shape the compiled loop does not cover). Nothing has been committed
   then: stacks and variables change only after the compiled code returns.
 
-A frame that multiplies matrices runs inside :func:`.blas.loop_blas_threads`: NumPy's
-BLAS pool capped at one thread while the host is oversubscribed (same bits, far less
-waiting for a descheduled pool thread on every small GEMM).
-
 Generated modules live in ``$DATAFLOW_CACHE_DIR`` (else the user's cache directory),
 named by the hash of their source, and Numba caches their machine code beside them, so
 a new process loads instead of compiling.
@@ -37,7 +33,7 @@ import numpy as np
 
 from dataflow import errors
 
-from .blas import loop_blas_threads, numpy_gemm
+from .blas import numpy_gemm
 
 __all__ = ["FrameRunner", "cache_dir", "compiled_module", "wait_for_compiles"]
 
@@ -182,9 +178,6 @@ class FrameRunner:
         # The buffer each push stack filled last run, by parameter index: reused when
         # nothing references it any more (see _push_buffer).
         self.spare: dict = {}
-        # Frames that multiply matrices run with the BLAS pool sized for the host's
-        # load (see blas.loop_blas_threads).
-        self.uses_blas = "gemm(" in frame_source.source
 
     # -- the executor's entry point ------------------------------------------------------------
     def run(self, gathered, log, deadline):
@@ -229,11 +222,7 @@ class FrameRunner:
             timer.start()
         module = _modules[self.digest]
         try:
-            if self.uses_blas:
-                with loop_blas_threads():
-                    out = module.frame_fn(*args, flag)
-            else:
-                out = module.frame_fn(*args, flag)
+            out = module.frame_fn(*args, flag)
         except Exception as exc:   # noqa: BLE001  (every error: the interpreter decides)
             if type(exc).__name__ == "Deadline":
                 raise self._deadline_error() from None
