@@ -543,15 +543,18 @@ class _Gen:
         value = self.fresh("v")
         flat, index = f"{value}_f", f"{value}_i"
         tensors = [leaf for leaf, rank in leaves if rank]
-        same = " and ".join(f"{tensors[0]}.shape == {leaf}.shape" for leaf in tensors[1:])
-        block = [f"if {same}:" if same else "if True:",
-                 f"    {value} = np.empty({tensors[0]}.shape, np.{_np_dtype(out)})",
-                 f"    {flat} = {value}.reshape({value}.size)"]
-        block += [f"    {leaf}_f = {leaf}.ravel()" for leaf in tensors]
-        block += [f"    for {index} in range({flat}.size):",
-                  f"        {flat}[{index}] = {scalar.replace('{i}', index)}",
-                  "else:",
-                  f"    {value} = {array}"]
+        if not tensors:    # no array among the leaves: nothing to loop over
+            block = [f"{value} = {array}"]
+        else:
+            block = [f"{value} = np.empty({tensors[0]}.shape, np.{_np_dtype(out)})",
+                     f"{flat} = {value}.reshape({value}.size)"]
+            block += [f"{leaf}_f = {leaf}.ravel()" for leaf in tensors]
+            block += [f"for {index} in range({flat}.size):",
+                      f"    {flat}[{index}] = {scalar.replace('{i}', index)}"]
+        if len(tensors) > 1:   # the loop where the shapes agree, else the broadcasting
+            same = " and ".join(f"{tensors[0]}.shape == {leaf}.shape" for leaf in tensors[1:])
+            block = [f"if {same}:"] + ["    " + text for text in block] + \
+                ["else:", f"    {value} = {array}"]
         self.val[out] = value
         inner = ind
         if node != "True":
