@@ -1,6 +1,6 @@
 """Loops compiled by the loop compiler (``dataflow/loopc``) against same-run baselines.
 
-    python -m benchmarks.loops [--repeats 7] [--quick]
+    python -m benchmarks.loops [--repeats 7] [--quick] [--only rnn] [--threads 1]
 
 Every figure is a median of interleaved repeats, next to its baseline measured in the
 same run:
@@ -62,8 +62,9 @@ def _with_config(make, config, **kw):
     return make(config=df.ConfigProto(**config), **kw)
 
 
-def loop_rows(repeats: int, quick: bool) -> list:
-    """``[(workload, {column: seconds per iteration}, iterations)]``."""
+def loop_rows(repeats: int, quick: bool, only: str = "") -> list:
+    """``[(workload, {column: seconds per iteration}, iterations)]`` (the workloads
+    whose name contains ``only``)."""
     n_scalar, n_cond, steps = (10_000, 1_000, 50) if quick else (100_000, 10_000, 1000)
     rows = []
     for name, make, kw, n in [
@@ -73,6 +74,8 @@ def loop_rows(repeats: int, quick: bool) -> list:
              n_cond),
             ("tanh RNN fwd", workloads.make_rnn_loop, {"steps": steps}, steps),
             ("tanh RNN fwd+grad", workloads.make_rnn_grad, {"steps": steps}, steps)]:
+        if only.lower() not in name.lower():
+            continue
         compiled = _with_config(make, EAGER, **kw)
         interpreted = _with_config(make, OFF, **kw)
         got, want = compiled[0](), compiled[1]()
@@ -274,11 +277,22 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="small trip counts (a smoke test)")
     ap.add_argument("--no-compile-times", action="store_true")
+    ap.add_argument("--only", default="", help="only the workloads whose name contains "
+                    "this (e.g. 'rnn'); implies --no-compile-times")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="cap NumPy's BLAS pool (shared by compiled loops) at N threads")
     args = ap.parse_args(argv)
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}\n")
     print("## Compiled loops against same-run baselines (medians)\n")
-    print(table(loop_rows(args.repeats, args.quick)))
-    if not args.no_compile_times:
+    if args.threads:
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(args.threads, "blas"):
+            rows = loop_rows(args.repeats, args.quick, args.only)
+    else:
+        rows = loop_rows(args.repeats, args.quick, args.only)
+    print(table(rows))
+    print(f"\nload average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    if not args.no_compile_times and not args.only:
         print("\n## Compile times\n")
         print(compile_table(compile_times()))
     print(flush=True)

@@ -16,6 +16,9 @@ from the argument types), so a lowering emits one spelling whatever the static s
   loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that fought
   NumPy's for the cores and that the denormals setting did not reach), and the same
   kernel and arguments as the interpreter's MatMul, so the same bits;
+* ``acc_add(total, v, own, total_first)``: ``total + v`` written into ``total`` when
+  the loop owns that buffer (the code generator's accumulation in place), and
+  ``acc_start(x)``, the loop variable's first value typed writable;
 * ``truth(p)``, ``where3(c, x, y)``, ``stack_push``/``stack_take`` (growing stacks),
   ``check_index`` and ``check_divisor`` (raising :class:`Fallback`).
 
@@ -36,6 +39,7 @@ from .blas import numpy_gemm
 
 
 __all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "truth", "where3",
+           "acc_add", "acc_start",
            "stack_push", "stack_take", "check_index", "check_divisor", "axis_sum",
            "one_hot", "check_same_shape"]
 
@@ -233,6 +237,49 @@ def _axis_sum(x, axis):
                 out += c[r]
         return out
     return total
+
+
+def acc_add(total, v, own, total_first):
+    return _stub(total, v, own, total_first)
+
+
+@overload(acc_add)
+def _acc_add(total, v, own, total_first):
+    """``total + v`` (``v + total`` unless ``total_first``: the Add's own operand order),
+    into ``total``'s buffer when ``own`` says nothing else can see it and the shapes
+    match; else a new array, as the Add's lowering computes it. Arrays of one dtype and
+    rank (the code generator checks)."""
+    if not (isinstance(total, types.Array) and isinstance(v, types.Array)
+            and total.dtype == v.dtype and total.ndim == v.ndim):
+        return None
+    in_place = total.layout == "C" and v.layout == "C" and total.mutable
+
+    def add(total, v, own, total_first):
+        if in_place and own and total.shape == v.shape:
+            flat_total, flat_v = total.reshape(total.size), v.reshape(v.size)
+            if total_first:
+                for i in range(flat_total.size):
+                    flat_total[i] = flat_total[i] + flat_v[i]
+            else:
+                for i in range(flat_total.size):
+                    flat_total[i] = flat_v[i] + flat_total[i]
+            return total
+        return total + v if total_first else v + total
+    return add
+
+
+def acc_start(x):
+    return _stub(x)
+
+
+@overload(acc_start)
+def _acc_start(x):
+    """An accumulating loop variable's first value: as it is, or a copy when its type is
+    read-only (Numba types a variable once: a read-only start would make the sums that
+    follow read-only too, and none of them could be added into)."""
+    if isinstance(x, types.Array) and not x.mutable:
+        return lambda x: x.copy()
+    return lambda x: x
 
 
 def truth(p):
