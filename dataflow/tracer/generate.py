@@ -245,13 +245,17 @@ def _build_nodes(g, step, tg, order, pivots):
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
     var_ops: dict = {}      # variable name -> node ids touching it, in order
     partial: dict = {}      # (node id, k) of a dynamic output -> its inferred shape
-    # With no Case Select there is no Switch outside loop frames, so no op of the root
-    # frame is ever dead: variable orderings need no ControlTrigger (one node less
-    # each; the deadlock rule's fetch -> feed edges keep theirs, they are few).
-    live = not pivots
+    # A node's guards: the case pivots it is dead without (its own, its producers').
+    # Nothing else makes an op of the root frame dead, so whenever a node runs, every
+    # node whose guards are among its own runs too, and an ordering or deadlock edge
+    # from such a node needs no ControlTrigger: a plain control edge makes the later
+    # node dead only in steps where it is dead anyway (one node less per edge; with no
+    # Case Select, none anywhere). See _guards.
+    guards: dict = {}
     anc = _ancestors(tg, order)
     for v in order:
         node = tg.nodes[v]
+        guards[v] = mine = _guards(node, pivots.get(v), guards)
         inputs, feeds = [], []
         for slot, src in enumerate(node.inputs):
             kind = src[0]
@@ -275,7 +279,7 @@ def _build_nodes(g, step, tg, order, pivots):
         else:
             op = g.create_op(node.op_type, inputs, dict(node.attrs),
                              name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
-            _note_dynamic_shapes(step, v, op, node, partial)
+            _note_dynamic_shapes(step, v, op, node, partial, tg.inferred)
             if pivot is not None:
                 op._add_control_input(pivot)
         built[v] = op
@@ -288,7 +292,7 @@ def _build_nodes(g, step, tg, order, pivots):
             before.update(out for out in tg.shape_read_before.get(v, ())
                           if out in step.dynamic)
             for u, k in sorted(before):
-                done = _fetch_done(g, sends, u, k)
+                done = _fetch_done(g, sends, u, k, guards[u] <= mine)
                 for recv in feeds:
                     recv._add_control_input(done)
         earlier = anc[v]
@@ -299,7 +303,8 @@ def _build_nodes(g, step, tg, order, pivots):
             for u in var_ops.get(name, ()):
                 if (not group and (earlier >> u & 1)
                         and (node.writes or tg.nodes[u].writes)):
-                    op._add_control_input(_trigger(g, triggers, built, u, live))
+                    op._add_control_input(_trigger(g, triggers, built, u,
+                                                   guards[u] <= mine))
             var_ops.setdefault(name, []).append(v)
             if node.writes:
                 step.written.add(name)
@@ -474,18 +479,30 @@ def _inferred_shapes(built, partial):
             t._shape = shape
 
 
-def _note_dynamic_shapes(step, v, op, node=None, partial=None):
+def _note_dynamic_shapes(step, v, op, node=None, partial=None, inferred=None):
     """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
     a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
     must not take their traced shape for granted, so their handles fetch the value when
     the shape is asked for. The graph's tensors carry the traced shapes, so an input
     from such an output stands in with the shape inferred for it (what follows a
     Reshape to a fed shape is dynamic too); ``partial`` keeps those shapes. A folded
-    loop's body ops (no ``node``) are inferred from the graph's own input shapes."""
+    loop's body ops (no ``node``) are inferred from the graph's own input shapes.
+
+    ``inferred`` (the TraceGraph's :attr:`~.trace_graph.TraceGraph.inferred`) keeps each
+    node's result from one generation to the next: it follows from the node alone (its
+    type, attributes, and its inputs' traced shapes) and the shapes inferred for its
+    dynamic inputs, which are the key, so a regeneration infers only new nodes."""
     probe = op
     dynamic_inputs = [] if node is None else [
         slot for slot, src in enumerate(node.inputs)
         if src[0] == "n" and (src[1], src[2]) in step.dynamic]
+    key = None
+    if inferred is not None:
+        key = (v, tuple(partial[node.inputs[slot][1:]]._dims for slot in dynamic_inputs))
+        got = inferred.get(key)
+        if got is not None:
+            _mark_dynamic(step, v, got, partial)
+            return
     if dynamic_inputs:
         inputs = list(op.inputs)
         for slot in dynamic_inputs:
@@ -496,11 +513,20 @@ def _note_dynamic_shapes(step, v, op, node=None, partial=None):
         specs = op._op_def.infer(probe)
     except Exception:  # noqa: BLE001 - inference may need values only a run has
         specs = None
-    for k in range(len(op.outputs)):
-        if specs is None or not specs[k][1].is_fully_defined():
-            step.dynamic.add((v, k))
-            if partial is not None:
-                partial[(v, k)] = TensorShape(None) if specs is None else specs[k][1]
+    found = tuple((k, TensorShape(None) if specs is None else specs[k][1])
+                  for k in range(len(op.outputs))
+                  if specs is None or not specs[k][1].is_fully_defined())
+    if key is not None:
+        inferred[key] = found
+    _mark_dynamic(step, v, found, partial)
+
+
+def _mark_dynamic(step, v, found, partial):
+    """Note ``found`` (``(output, inferred shape)`` pairs) of node ``v`` as dynamic."""
+    for k, shape in found:
+        step.dynamic.add((v, k))
+        if partial is not None:
+            partial[(v, k)] = shape
 
 
 class ShapeOnly:
@@ -520,11 +546,24 @@ class ShapeOnly:
         return self.shape
 
 
-def _fetch_done(g, sends, u, k):
+def _guards(node, pivot, guards) -> frozenset:
+    """The case pivots without which ``node`` is dead: its own and those of the nodes
+    it reads (a feed is behind its consumer's pivot; a variable handle is never dead).
+    Dead values start only at a Case Select's Switch in the root frame, and a node is
+    dead exactly when one of its guards is (its case or a producer's was not taken)."""
+    mine = frozenset() if pivot is None else frozenset((pivot,))
+    for src in node.inputs:
+        if src[0] == "n" and guards[src[1]]:
+            mine = mine | guards[src[1]]
+    return mine
+
+
+def _fetch_done(g, sends, u, k, live=False):
     """A ControlTrigger after the Output Fetching of ``(u, k)``: live once it was sent
-    or skipped (dead)."""
+    or skipped (dead). When the consumer is dead whenever ``u`` is (``live``), the
+    Output Fetching itself."""
     op = sends[(u, k)]
-    if op.type == "_Send":
+    if op.type == "_Send" and not live:
         ct = g.create_op("ControlTrigger", [], name=f"{op.name}/done")
         ct._add_control_input(op)
         op = sends[(u, k)] = ct
@@ -532,8 +571,9 @@ def _fetch_done(g, sends, u, k):
 
 
 def _trigger(g, triggers, built, u, live=False):
-    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead). In
-    a graph where nothing can be dead (``live``), ``u`` itself."""
+    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead).
+    When the later node is dead whenever ``u`` is (``live``: see :func:`_guards`),
+    ``u`` itself."""
     if live:
         op = built[u]
         return op.done if type(op) is _Group else op
