@@ -77,12 +77,14 @@ def _guarded_embedding(mode, ids, scales, table0, took=None):
             return loss
 
         f = df.function(step, mode=mode)
-        losses, memos = [], []
+        losses, memos, graphs = [], [], []
         for call, (i, scale) in enumerate(zip(ids, scales)):
             if took is not None:
                 took.call = call
             losses.append(float(f(df.constant(i), scale)))
             memos.append(dict(f._gradient_memo) if mode == "graph" else {})
+            graphs.append(f.graph)
+        f.graphs = graphs
         return losses, table.numpy(), skipped, f, memos
 
 
@@ -116,6 +118,63 @@ def test_the_gradient_memo_survives_a_regeneration(rng, monkeypatch):
     assert memos[2] and all(memos[c].items() >= memos[2].items() for c in range(2, 9))
     assert sorted(set(took)) == [3, 4, 5, 6, 7, 8]
     assert took.count(6) == took.count(3) == 2          # the gradient and the update
+
+
+def _signature(step):
+    """A generated graph's structure, names aside: per op its type, its inputs' and
+    control inputs' types, and the Python side's keys."""
+    ops = step.graph.get_operations()
+    shape = sorted((op.type, tuple(sorted(t.op.type for t in op.inputs)),
+                    tuple(sorted(c.type for c in op._control_inputs))) for op in ops)
+    return (shape, sorted(step.feed_keys), sorted(step.fetch_keys),
+            sorted(step.edge_selects), sorted(step.written), sorted(step.dynamic),
+            len(step.plan.nodes))
+
+
+def test_a_regeneration_extends_the_graph_before_it_as_a_fresh_one_would_be(rng):
+    """The path the fallback adds leaves every edge of the kept nodes as it was: the
+    graph before is extended (the same Graph object), and it has the structure a fresh
+    generation gives; the losses equal eager's (the test above)."""
+    table0 = rng.standard_normal((10, 4)).astype(np.float32)
+    ids = [rng.integers(0, 6, 8).astype(np.int32) for _ in range(8)]
+    scales = [1.0] * 8
+    scales[4] = 100.0
+    want = _guarded_embedding("eager", ids, scales, table0)
+    got = _guarded_embedding("graph", ids, scales, table0)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    f = got[3]
+    assert f.stats["fallbacks"] == 1
+    assert f.graphs[3] is f.graphs[4] is f.graphs[7]            # extended in place
+    assert any(op.type == "Switch" for op in f.graph.get_operations())
+    fresh = generate(f._tg, df.framework.eager._eager_graph().resources)
+    assert fresh.graph is not f.graph
+    assert _signature(fresh) == _signature(f._step)
+
+
+def test_a_kept_edge_that_would_need_a_trigger_gets_a_fresh_graph(rng):
+    """The write every traced step made is in one case only once the other path is
+    merged, and the read after it in every case: its plain edge would make that read
+    dead in steps without the write, so the graph is generated afresh."""
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in FLAGS]
+    w0 = rng.standard_normal((4, 1)).astype(np.float32)
+    with df.eager_mode():
+        w = df.Variable(w0)
+        graphs = []
+
+        def step(x, update):
+            if update:
+                w.assign_sub(0.1 * df.transpose(x[:1]))
+            return df.reduce_sum(w.read_value())
+
+        f = df.function(step)
+        for x, flag in zip(xs, FLAGS):
+            f(df.constant(x), flag)
+            graphs.append(f.graph)
+    assert f.stats["fallbacks"] == 1
+    assert graphs[2] is not graphs[1] and graphs[3] is graphs[2]
+    fresh = generate(f._tg, df.framework.eager._eager_graph().resources)
+    assert _signature(fresh) == _signature(f._step)
 
 
 def test_inferred_shapes_are_kept_per_node_and_equal_a_fresh_inference(rng):

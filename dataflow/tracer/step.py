@@ -185,7 +185,9 @@ class Function:
         changed = trace.repeatable and changed
         self.stats["traces"] = self._tg.num_traces + self._unrepeatable
         if regenerate and (changed or self._step is None) and self._tg.nodes:
-            self._step = generate(self._tg, _eager._eager_graph().resources)
+            # The graph before is extended when it can be (nothing runs it any more).
+            self._step = generate(self._tg, _eager._eager_graph().resources,
+                                  previous=self._step)
             # The memo names TraceGraph nodes and call sites, never generated ops (each
             # step looks up the current graph's feed keys and Case Selects), and a merge
             # keeps every node's id: it stays valid unless the merge rebuilt the
