@@ -198,3 +198,40 @@ def test_inferred_shapes_are_kept_per_node_and_equal_a_fresh_inference(rng):
         fresh = generate(fresh_tg, df.framework.eager._eager_graph().resources)
         assert kept.dynamic == fresh.dynamic and kept.dynamic
         assert set(kept.fetch_keys) == set(fresh.fetch_keys)
+
+
+def _gradient_in_a_case(mode, xs, w0):
+    with df.eager_mode():
+        w = df.Variable(w0)
+        graphs = []
+
+        def step(x, train):
+            y = df.reduce_sum(df.matmul(x, w))
+            if train:
+                with df.GradientTape() as tape:
+                    loss = df.reduce_sum(df.square(df.matmul(x, w)))
+                w.assign_sub(0.1 * tape.gradient(loss, w))
+            return y
+
+        f = df.function(step, mode=mode)
+        out = []
+        for x, flag in zip(xs, FLAGS):
+            out.append(float(f(df.constant(x), flag)))
+            graphs.append(f.graph)
+        return out, w.numpy(), f, graphs
+
+
+def test_a_kept_gradient_node_that_comes_under_a_case_gets_its_pivot(rng):
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in FLAGS]
+    w0 = rng.standard_normal((4, 2)).astype(np.float32) * 0.5
+    want, want_w, _, _ = _gradient_in_a_case("eager", xs, w0)
+    got, got_w, f, graphs = _gradient_in_a_case("graph", xs, w0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    assert f.stats == {"traces": 2, "fallbacks": 1, "graph_steps": 5, "eager_steps": 2}
+    assert graphs[2] is graphs[1]                       # extended
+    pivot = next(op for op in f.graph.get_operations() if op.name.endswith("/pivot"))
+    outs = [op for op in f.graph.get_operations() if "/out_" in op.name]
+    assert outs and all(pivot in op._control_inputs for op in outs)
+    fresh = generate(f._tg, df.framework.eager._eager_graph().resources)
+    assert _signature(fresh) == _signature(f._step)

@@ -276,11 +276,11 @@ def _cases_of(switch_cases) -> dict:
 
 def _extendable(tg, order, cases, kept) -> bool:
     """Whether the graph in ``kept`` can become ``tg``'s by additions only: ``tg`` has
-    the same nodes and more (not rebuilt), no gradient node comes under a Case Select
-    (its ops were built without a pivot), and every control edge between two of the
+    the same nodes and more (not rebuilt), and every control edge between two of the
     kept nodes (variable orderings, the deadlock rule's fetch -> feed edges: all plain
     in the kept graph) may stay plain, i.e. the later node is dead whenever the earlier
-    one is (:func:`_guards`). Otherwise a fresh graph is built."""
+    one is (:func:`_guards`). Otherwise a fresh graph is built. (A gradient node that
+    comes under a Case Select gets the pivot on its outputs, as a fresh one has it.)"""
     if kept.nodes is not tg.nodes:
         return False
     owner = {}
@@ -296,9 +296,7 @@ def _extendable(tg, order, cases, kept) -> bool:
         if v >= kept.num:
             continue
         op = kept.built[v]
-        if type(op) is _Group:
-            if mine:
-                return False
+        if type(op) is _Group:      # a gradient: no ordering edges, no feeds
             continue
         sources = list(op._control_inputs)
         for slot, src in enumerate(node.inputs):
@@ -367,9 +365,14 @@ def _build_nodes(g, step, tg, order, pivots, kept=None):
         group = node.op_type in (LOOP_OP, GRADIENT_OP)
         if reuse:
             op = built[v]
-            if not group:       # (a kept gradient node has no pivot: see _extendable)
+            if not group:
                 _note_dynamic_shapes(step, v, op, node, partial, tg.inferred)
-                if pivot is not None:
+            if pivot is not None:
+                # A gradient's outputs wait for its pivot (see _build_gradient).
+                for t in (op.outputs if group else ()):
+                    if t is not None:
+                        t.op._add_control_input(pivot)
+                if not group:
                     op._add_control_input(pivot)
         elif node.op_type == LOOP_OP:
             op = _build_loop(g, step, v, node, inputs, pivot)
