@@ -327,8 +327,10 @@ def test_figure_5_never_hangs_whatever_the_ready_order():
         feed = next(op for op in f.graph.get_operations()
                     if op.type == "_Recv" and any(i.type == "Square" for i in
                                                   [c for c in op.outputs[0].consumers()]))
-        assert any(c.type == "ControlTrigger" and c._control_inputs[0].type == "_Send"
-                   for c in feed._control_inputs), "no fetch->feed control edge"
+        # Nothing here can be dead (no Case Select): the edge comes from the _Send
+        # itself, with no ControlTrigger between.
+        assert any(c.type == "_Send" for c in feed._control_inputs), \
+            "no fetch->feed control edge"
         assert ops
     assert printed == [9.0] * (40 * 4)
 

@@ -113,6 +113,7 @@ class StepGraph:
         # the loop (see _loop_feeds).
         self.loop_keys: dict = {}
         self.gradient_ops: set = set()   # ops df.gradients made for gradient nodes
+        self._kept = None   # what the next generation may extend (see _Kept), or None
 
 
 def _key(src, dst, name):
@@ -134,19 +135,30 @@ def _ancestors(tg: TraceGraph, order):
     return anc
 
 
-def generate(tg: TraceGraph, resources: dict, config=None) -> StepGraph:
+def generate(tg: TraceGraph, resources: dict, config=None, previous=None) -> StepGraph:
     """Build and compile the step graph of ``tg``; ``resources`` is where the graph's
-    variable kernels find their cells (the eager graph's)."""
+    variable kernels find their cells (the eager graph's).
+
+    ``previous``, the StepGraph generated before ``tg`` last changed, is extended rather
+    than rebuilt when it can be (see :func:`_extendable`): its graph, which nothing
+    runs any more, gets the new Case Selects, nodes and Output Fetchings and its nodes
+    the new pivots and edges; the result is the graph a fresh generation would build
+    (names aside), and ``previous`` cannot be used or extended again."""
     order = tg.topological_order()
     rank = {v: i for i, v in enumerate(order)}
     rank[START], rank[END] = -1, len(order)
     switch_cases = assign_cases(sorted(tg.edges, key=lambda e: (rank[e[0]], rank[e[1]])),
                                 START, END, order=rank.__getitem__)
-    g = Graph()
+    kept = previous._kept if previous is not None else None
+    if previous is not None:
+        previous._kept = None
+    if kept is not None and not _extendable(tg, order, _cases_of(switch_cases), kept):
+        kept = None
+    g = Graph() if kept is None else kept.graph
     step = StepGraph(g, switch_cases)
     with g.as_default():
         pivots = _build_case_selects(g, step, switch_cases)
-        _build_nodes(g, step, tg, order, pivots)
+        step._kept = _build_nodes(g, step, tg, order, pivots, kept)
     config = config or ConfigProto()
     if config.retain_host_memory:
         retain_freed_memory()    # as a Session's first step does: no page faults per step
@@ -237,25 +249,107 @@ class _Group:
                 self.done._add_control_input(t.op)
 
 
-def _build_nodes(g, step, tg, order, pivots):
-    handles: dict = {}      # variable name -> graph VarHandleOp output
-    built: dict = {}        # node id -> graph op (a _Group for loops and gradients)
-    sends: dict = {}        # (node id, k) -> its Output Fetching (a _Send), then the
+class _Kept:
+    """What a generation built, for the next one to extend (see :func:`generate`): kept
+    only for a graph with no Case Select and no folded loop, where no op can be dead
+    and every ordering and deadlock edge is a plain control edge."""
+
+    __slots__ = ("graph", "nodes", "num", "built", "handles", "sent", "recvs",
+                 "gradient_ops")
+
+    def __init__(self, graph, tg, built, handles, sent, recvs, gradient_ops):
+        self.graph = graph
+        self.nodes = tg.nodes          # the list itself: a rebuilt TraceGraph has another
+        self.num = len(tg.nodes)
+        self.built = built             # node id -> op (a _Group for a gradient)
+        self.handles = handles         # variable name -> VarHandleOp output
+        self.sent = sent               # (node id, k) -> its Output Fetching (_Send)
+        self.recvs = recvs             # (node id, input) -> its Input Feeding (_Recv)
+        self.gradient_ops = gradient_ops
+
+
+def _cases_of(switch_cases) -> dict:
+    """Node id -> ``(switch-case, case)`` of the nodes a Case Select gates."""
+    return {v: (s, j) for s, sc in enumerate(switch_cases) if len(sc) > 1
+            for j, (block, _) in enumerate(sc) for v in block}
+
+
+def _extendable(tg, order, cases, kept) -> bool:
+    """Whether the graph in ``kept`` can become ``tg``'s by additions only: ``tg`` has
+    the same nodes and more (not rebuilt), and every control edge between two of the
+    kept nodes (variable orderings, the deadlock rule's fetch -> feed edges: all plain
+    in the kept graph) may stay plain, i.e. the later node is dead whenever the earlier
+    one is (:func:`_guards`). Otherwise a fresh graph is built. (A gradient node that
+    comes under a Case Select gets the pivot on its outputs, as a fresh one has it.)"""
+    if kept.nodes is not tg.nodes:
+        return False
+    owner = {}
+    for u, op in kept.built.items():
+        owner[op.done if type(op) is _Group else op] = u
+    for (u, _), send in kept.sent.items():
+        owner[send] = u
+    guards: dict = {}
+    nodes = tg.nodes
+    for v in order:
+        node = nodes[v]
+        guards[v] = mine = _guards(node, cases.get(v), guards)
+        if v >= kept.num:
+            continue
+        op = kept.built[v]
+        if type(op) is _Group:      # a gradient: no ordering edges, no feeds
+            continue
+        sources = list(op._control_inputs)
+        for slot, src in enumerate(node.inputs):
+            if src[0] == "f":
+                sources.extend(kept.recvs[(v, slot)]._control_inputs)
+        for c in sources:
+            u = owner.get(c)
+            if u is not None and not guards[u] <= mine:
+                return False
+    return True
+
+
+def _build_nodes(g, step, tg, order, pivots, kept=None):
+    """Build ``tg``'s nodes in ``order`` into ``g``; with ``kept`` (its graph is ``g``),
+    the nodes it built are taken as they are, given their new pivots, edges and Output
+    Fetchings. Returns what the next generation may extend, or None."""
+    if kept is None:
+        handles: dict = {}  # variable name -> graph VarHandleOp output
+        built: dict = {}    # node id -> graph op (a _Group for loops and gradients)
+        sent: dict = {}     # (node id, k) -> its Output Fetching (a _Send)
+        recvs: dict = {}    # (node id, input) -> its Input Feeding (a _Recv)
+        num_kept = 0
+    else:
+        handles, built, sent, recvs = kept.handles, kept.built, kept.sent, kept.recvs
+        num_kept = kept.num
+        step.gradient_ops.update(kept.gradient_ops)
+    sends = dict(sent)      # (node id, k) -> its Output Fetching, then the
     #                         ControlTrigger after it once a feed needs one
     triggers: dict = {}     # node id -> ControlTrigger after it (variable ordering)
     var_ops: dict = {}      # variable name -> node ids touching it, in order
     partial: dict = {}      # (node id, k) of a dynamic output -> its inferred shape
-    # With no Case Select there is no Switch outside loop frames, so no op of the root
-    # frame is ever dead: variable orderings need no ControlTrigger (one node less
-    # each; the deadlock rule's fetch -> feed edges keep theirs, they are few).
-    live = not pivots
+    # A node's guards: the case pivots it is dead without (its own, its producers').
+    # Nothing else makes an op of the root frame dead, so whenever a node runs, every
+    # node whose guards are among its own runs too, and an ordering or deadlock edge
+    # from such a node needs no ControlTrigger: a plain control edge makes the later
+    # node dead only in steps where it is dead anyway (one node less per edge; with no
+    # Case Select, none anywhere). See _guards.
+    guards: dict = {}
     anc = _ancestors(tg, order)
     for v in order:
         node = tg.nodes[v]
+        guards[v] = mine = _guards(node, pivots.get(v), guards)
+        reuse = v < num_kept
         inputs, feeds = [], []
         for slot, src in enumerate(node.inputs):
             kind = src[0]
-            if kind == "n":
+            if reuse:
+                if kind == "f":
+                    recv = recvs[(v, slot)]
+                    step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE,
+                                                     recv.get_attr("tensor_name"))
+                    feeds.append(recv)
+            elif kind == "n":
                 inputs.append(built[src[1]].outputs[src[2]])
             elif kind == "v":
                 inputs.append(_variable(g, tg, handles, src[1]))
@@ -264,18 +358,30 @@ def _build_nodes(g, step, tg, order, pivots):
                 name = f"feed_{v}_{slot}"
                 recv = _recv(g, name, dtype, TensorShape(shape))
                 step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
+                recvs[(v, slot)] = recv
                 feeds.append(recv)
                 inputs.append(recv.outputs[0])
         pivot = pivots.get(v)
         group = node.op_type in (LOOP_OP, GRADIENT_OP)
-        if node.op_type == LOOP_OP:
+        if reuse:
+            op = built[v]
+            if not group:
+                _note_dynamic_shapes(step, v, op, node, partial, tg.inferred)
+            if pivot is not None:
+                # A gradient's outputs wait for its pivot (see _build_gradient).
+                for t in (op.outputs if group else ()):
+                    if t is not None:
+                        t.op._add_control_input(pivot)
+                if not group:
+                    op._add_control_input(pivot)
+        elif node.op_type == LOOP_OP:
             op = _build_loop(g, step, v, node, inputs, pivot)
         elif node.op_type == GRADIENT_OP:
             op = _build_gradient(g, step, v, node, inputs, pivot, built, partial)
         else:
             op = g.create_op(node.op_type, inputs, dict(node.attrs),
                              name=f"n{v}_{node.op_type}", output_specs=list(node.out_specs))
-            _note_dynamic_shapes(step, v, op, node, partial)
+            _note_dynamic_shapes(step, v, op, node, partial, tg.inferred)
             if pivot is not None:
                 op._add_control_input(pivot)
         built[v] = op
@@ -288,7 +394,7 @@ def _build_nodes(g, step, tg, order, pivots):
             before.update(out for out in tg.shape_read_before.get(v, ())
                           if out in step.dynamic)
             for u, k in sorted(before):
-                done = _fetch_done(g, sends, u, k)
+                done = _fetch_done(g, sends, u, k, guards[u] <= mine)
                 for recv in feeds:
                     recv._add_control_input(done)
         earlier = anc[v]
@@ -299,7 +405,8 @@ def _build_nodes(g, step, tg, order, pivots):
             for u in var_ops.get(name, ()):
                 if (not group and (earlier >> u & 1)
                         and (node.writes or tg.nodes[u].writes)):
-                    op._add_control_input(_trigger(g, triggers, built, u, live))
+                    op._add_control_input(_trigger(g, triggers, built, u,
+                                                   guards[u] <= mine))
             var_ops.setdefault(name, []).append(v)
             if node.writes:
                 step.written.add(name)
@@ -308,11 +415,17 @@ def _build_nodes(g, step, tg, order, pivots):
                        if (v, k) in step.dynamic and (v, k) in tg.shape_read)
         for k in sorted(fetched):
             name = f"fetch_{v}_{k}"
-            send = g.create_op("_Send", [op.outputs[k]], {
-                "send_device": GRAPH_DEVICE, "recv_device": PYTHON_DEVICE,
-                "tensor_name": name}, name=name)
-            step.fetch_keys[(v, k)] = _key(GRAPH_DEVICE, PYTHON_DEVICE, name)
-            sends[(v, k)] = send
+            send = sent.get((v, k))
+            if send is None:
+                send = sent[(v, k)] = sends[(v, k)] = g.create_op(
+                    "_Send", [op.outputs[k]], {
+                        "send_device": GRAPH_DEVICE, "recv_device": PYTHON_DEVICE,
+                        "tensor_name": name}, name=name)
+            step.fetch_keys[(v, k)] = _key(GRAPH_DEVICE, PYTHON_DEVICE,
+                                           send.get_attr("tensor_name"))
+    if pivots or tg.loops:
+        return None
+    return _Kept(g, tg, built, handles, sent, recvs, step.gradient_ops)
 
 
 def _build_loop(g, step, v, node, ext, pivot):
@@ -474,18 +587,30 @@ def _inferred_shapes(built, partial):
             t._shape = shape
 
 
-def _note_dynamic_shapes(step, v, op, node=None, partial=None):
+def _note_dynamic_shapes(step, v, op, node=None, partial=None, inferred=None):
     """Outputs whose shape the graph cannot infer from its inputs' shapes (it depends on
     a fed value or on data: ``Unique``, a shape computed in Python...): the Python side
     must not take their traced shape for granted, so their handles fetch the value when
     the shape is asked for. The graph's tensors carry the traced shapes, so an input
     from such an output stands in with the shape inferred for it (what follows a
     Reshape to a fed shape is dynamic too); ``partial`` keeps those shapes. A folded
-    loop's body ops (no ``node``) are inferred from the graph's own input shapes."""
+    loop's body ops (no ``node``) are inferred from the graph's own input shapes.
+
+    ``inferred`` (the TraceGraph's :attr:`~.trace_graph.TraceGraph.inferred`) keeps each
+    node's result from one generation to the next: it follows from the node alone (its
+    type, attributes, and its inputs' traced shapes) and the shapes inferred for its
+    dynamic inputs, which are the key, so a regeneration infers only new nodes."""
     probe = op
     dynamic_inputs = [] if node is None else [
         slot for slot, src in enumerate(node.inputs)
         if src[0] == "n" and (src[1], src[2]) in step.dynamic]
+    key = None
+    if inferred is not None:
+        key = (v, tuple(partial[node.inputs[slot][1:]]._dims for slot in dynamic_inputs))
+        got = inferred.get(key)
+        if got is not None:
+            _mark_dynamic(step, v, got, partial)
+            return
     if dynamic_inputs:
         inputs = list(op.inputs)
         for slot in dynamic_inputs:
@@ -496,11 +621,20 @@ def _note_dynamic_shapes(step, v, op, node=None, partial=None):
         specs = op._op_def.infer(probe)
     except Exception:  # noqa: BLE001 - inference may need values only a run has
         specs = None
-    for k in range(len(op.outputs)):
-        if specs is None or not specs[k][1].is_fully_defined():
-            step.dynamic.add((v, k))
-            if partial is not None:
-                partial[(v, k)] = TensorShape(None) if specs is None else specs[k][1]
+    found = tuple((k, TensorShape(None) if specs is None else specs[k][1])
+                  for k in range(len(op.outputs))
+                  if specs is None or not specs[k][1].is_fully_defined())
+    if key is not None:
+        inferred[key] = found
+    _mark_dynamic(step, v, found, partial)
+
+
+def _mark_dynamic(step, v, found, partial):
+    """Note ``found`` (``(output, inferred shape)`` pairs) of node ``v`` as dynamic."""
+    for k, shape in found:
+        step.dynamic.add((v, k))
+        if partial is not None:
+            partial[(v, k)] = shape
 
 
 class ShapeOnly:
@@ -520,11 +654,24 @@ class ShapeOnly:
         return self.shape
 
 
-def _fetch_done(g, sends, u, k):
+def _guards(node, pivot, guards) -> frozenset:
+    """The case pivots without which ``node`` is dead: its own and those of the nodes
+    it reads (a feed is behind its consumer's pivot; a variable handle is never dead).
+    Dead values start only at a Case Select's Switch in the root frame, and a node is
+    dead exactly when one of its guards is (its case or a producer's was not taken)."""
+    mine = frozenset() if pivot is None else frozenset((pivot,))
+    for src in node.inputs:
+        if src[0] == "n" and guards[src[1]]:
+            mine = mine | guards[src[1]]
+    return mine
+
+
+def _fetch_done(g, sends, u, k, live=False):
     """A ControlTrigger after the Output Fetching of ``(u, k)``: live once it was sent
-    or skipped (dead)."""
+    or skipped (dead). When the consumer is dead whenever ``u`` is (``live``), the
+    Output Fetching itself."""
     op = sends[(u, k)]
-    if op.type == "_Send":
+    if op.type == "_Send" and not live:
         ct = g.create_op("ControlTrigger", [], name=f"{op.name}/done")
         ct._add_control_input(op)
         op = sends[(u, k)] = ct
@@ -532,8 +679,9 @@ def _fetch_done(g, sends, u, k):
 
 
 def _trigger(g, triggers, built, u, live=False):
-    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead). In
-    a graph where nothing can be dead (``live``), ``u`` itself."""
+    """A ControlTrigger after node ``u``: live once ``u`` ran or was skipped (dead).
+    When the later node is dead whenever ``u`` is (``live``: see :func:`_guards`),
+    ``u`` itself."""
     if live:
         op = built[u]
         return op.done if type(op) is _Group else op

@@ -54,7 +54,7 @@ class Function:
         self._unrepeatable = 0         # traces kept out of the graph (see _merge)
         self._eager_only = None        # why the graph was given up, if it was
         self._attr_name = None
-        self._gradient_memo = {}       # CoRun.gradient's memo, valid for the current graph
+        self._gradient_memo = {}       # CoRun.gradient's memo, valid for this TraceGraph
         self.stats = {"traces": 0, "fallbacks": 0, "graph_steps": 0, "eager_steps": 0}
         # Why each fallback happened (a diagnostic; DATAFLOW_TRACER_DEBUG=1 prints them).
         self.fallback_reasons = collections.Counter()
@@ -186,6 +186,7 @@ class Function:
         return result
 
     def _merge(self, trace, regenerate):
+        nodes = self._tg.nodes
         if not trace.repeatable:
             # It used variables it created (optimizer slots on the first step): no later
             # step can take this path again, so the graph does without it.
@@ -199,8 +200,17 @@ class Function:
         changed = trace.repeatable and changed
         self.stats["traces"] = self._tg.num_traces + self._unrepeatable
         if regenerate and (changed or self._step is None) and self._tg.nodes:
-            self._step = generate(self._tg, _eager._eager_graph().resources)
-            self._gradient_memo = {}
+            # The graph before is extended when it can be (nothing runs it any more).
+            self._step = generate(self._tg, _eager._eager_graph().resources,
+                                  previous=self._step)
+            # The memo names TraceGraph nodes and call sites, never generated ops (each
+            # step looks up the current graph's feed keys and Case Selects), and a merge
+            # keeps every node's id: it stays valid unless the merge rebuilt the
+            # TraceGraph (a new loop body refolds all traces and renumbers the nodes).
+            # So the first step on a regenerated graph need not run the gradient
+            # functions and the optimizer update in Python again.
+            if self._tg.nodes is not nodes:
+                self._gradient_memo = {}
 
     def _give_up(self, reason):
         """Run imperatively from now on (the program's steps cannot form one DAG)."""

@@ -98,6 +98,9 @@ class TraceGraph:
         self.loop_entries: dict = {}
         self.traces: list = []
         self.gradient_between: dict = {}   # gradient node id -> nodes it differentiates
+        # What graph generation inferred per node (see generate._note_dynamic_shapes),
+        # kept for the next generation: a node's ops and inputs never change once merged.
+        self.inferred: dict = {}
 
     def merge(self, trace: Trace) -> bool:
         """Add ``trace`` (its loops folded, :func:`~.loops.fold_loops`); True if it
