@@ -312,9 +312,15 @@ def _same_values(a, b) -> bool:
     batch row), outside the plan; a slice's is small and the same at every batch."""
     if not (a.flags.c_contiguous and b.flags.c_contiguous):
         return bool(np.array_equal(a, b))
+    # Every element equal, as np.array_equal decides it once the shapes match, counted
+    # with count_nonzero: array_equal's argument checks and ``.all()``'s generic
+    # reduction cost 19 µs per push of the 32 x 256 RNN state (a slice of the planned
+    # RNN step's extra time per iteration), this about 5 µs.
     x, y = a.reshape(-1), b.reshape(-1)
+    count_nonzero = np.count_nonzero
     for i in range(0, x.size, _COMPARE_CHUNK):
-        if not np.array_equal(x[i:i + _COMPARE_CHUNK], y[i:i + _COMPARE_CHUNK]):
+        xs = x[i:i + _COMPARE_CHUNK]
+        if count_nonzero(xs == y[i:i + _COMPARE_CHUNK]) != xs.size:
             return False
     return True
 

@@ -145,22 +145,28 @@ class PlanOrderReady(list):
         self._prefix = ()
         step.new_run()
 
-    def append(self, item):
+    def append(self, item, _push=heapq.heappush):
         # Entries are (key, gid, item): two entries never have the same key and gid.
-        gid, it = item
-        if it.is_root:
-            heapq.heappush(self, (self.root_keys[gid], gid, item))
+        # Runs once per node execution: the common case (another push from the loop
+        # iteration of the last one) comes first, with one attribute read.
+        it = item[1]
+        if it is self._last:
+            gid = item[0]
+            _push(self, (self._prefix + (self.times[gid],), gid, item))
             return
-        if it is not self._last:   # consecutive pushes are mostly of one iteration
-            prefix, i = (), it
-            while not i.is_root:
-                prefix = (self.loop_begin[i.frame.plan.name], i.num) + prefix
-                i = i.frame.parent_iter
-            self._last, self._prefix = it, prefix
-        heapq.heappush(self, (self._prefix + (self.times[gid],), gid, item))
+        gid = item[0]
+        if it.is_root:
+            _push(self, (self.root_keys[gid], gid, item))
+            return
+        prefix, i = (), it
+        while not i.is_root:
+            prefix = (self.loop_begin[i.frame.plan.name], i.num) + prefix
+            i = i.frame.parent_iter
+        self._last, self._prefix = it, prefix
+        _push(self, (prefix + (self.times[gid],), gid, item))
 
-    def pop(self, index=-1):
-        item = heapq.heappop(self)[2]
+    def pop(self, index=-1, _pop=heapq.heappop):
+        item = _pop(self)[2]
         gid = item[0]
         if gid in self.merges:
             it = item[1]
