@@ -24,7 +24,7 @@ import numpy as np
 
 from dataflow.framework.elementwise_table import ELEMENTWISE
 
-__all__ = ["LOWERINGS", "Lowering", "register_lowering"]
+__all__ = ["LOWERINGS", "Lowering", "RESOURCE_KINDS", "register_lowering"]
 
 
 class Lowering:
@@ -40,6 +40,13 @@ class Lowering:
 
 
 LOWERINGS: dict = {}
+
+# Resources other than stacks and variables that a frame may use through a loop-invariant
+# Enter, by parameter kind (``"ta"``: TensorArrays, :mod:`.lowering_ta`). Each kind is an
+# object with ``claim(gen) -> Enters it takes`` and ``finish(gen) -> (expressions,
+# results)`` for the code generator, ``argument(desc, value) -> (argument, record)`` (or
+# ``(None, why not)``) and ``commit(record, returned state)`` for the runner.
+RESOURCE_KINDS: dict = {}
 
 
 def register_lowering(*op_types, check=None):
@@ -416,3 +423,4 @@ def _assign_variable(e):
 
 # The array and NN lowerings (and Cast) live in their own module, registered into this table.
 from . import lowering_array  # noqa: E402,F401  (registers on import)
+from . import lowering_ta  # noqa: E402,F401  (registers on import)
