@@ -501,3 +501,47 @@ def _ov_ta_scatter(buf, st, es, m, idx, value):
 def ta_made(m):
     """A gradient array's TensorArrayGradV3 ran (the array exists from now on)."""
     m[TA_MADE] = 1
+
+
+# -- GatherGrad ---------------------------------------------------------------------------------
+
+__all__ += ["gather_grad0"]
+
+
+def gather_grad0(g, idx, out):
+    return _stub(g, idx, out)
+
+
+@overload(gather_grad0)
+def _ov_gather_grad0(g, idx, out):
+    """``np.add.at(out, idx, g)`` along axis 0: row ``idx[j]`` of ``out`` gets row ``j`` of
+    ``g`` added, in index order (repeats add up one after another, as NumPy does;
+    negative indices wrap; one out of range hands back)."""
+    if isinstance(idx, types.Array):
+        def flat_indices(idx):
+            return np.ascontiguousarray(idx).reshape(idx.size)
+    else:
+        def flat_indices(idx):
+            one = np.empty(1, np.int64)
+            one[0] = idx
+            return one
+    flat_indices = njit(flat_indices)
+
+    def add_at(g, idx, out):
+        flat = flat_indices(idx)
+        rows = out.shape[0]
+        width = out.size // rows if rows else 0
+        src = np.ascontiguousarray(np.asarray(g))
+        if src.size != flat.size * width:
+            raise Fallback()
+        src = src.reshape(src.size)
+        dst = out.reshape(out.size)
+        for j in range(flat.size):
+            k = np.int64(flat[j])
+            if k < 0:
+                k += rows
+            if k < 0 or k >= rows:
+                raise Fallback()
+            for c in range(width):
+                dst[k * width + c] = dst[k * width + c] + src[j * width + c]
+    return add_at
