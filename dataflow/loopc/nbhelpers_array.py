@@ -545,3 +545,20 @@ def _ov_gather_grad0(g, idx, out):
             for c in range(width):
                 dst[k * width + c] = dst[k * width + c] + src[j * width + c]
     return add_at
+
+
+# -- stacks pushed and popped in one frame ----------------------------------------------------
+
+__all__ += ["stack_take_copy"]
+
+
+def stack_take_copy(buf, i):
+    return _stub(buf, i)
+
+
+@overload(stack_take_copy)
+def _ov_stack_take_copy(buf, i):
+    """Entry ``i`` of a stack buffer as a copy (a scalar as it is)."""
+    if buf.ndim == 1:
+        return lambda buf, i: buf[i]
+    return lambda buf, i: buf[i].copy()
