@@ -241,29 +241,39 @@ def _pack(ta, rank, dtype):
         es = np.array([-1 if d is None else d for d in ta.element_shape], np.int64)
     meta[_FIXED] = shape is not None
     buf = np.empty((n,) + (shape if shape is not None else (0,) * rank), dtype)
-    st = np.zeros(n, np.uint8)
-    for i, el in enumerate(elements):
-        flags = _W if el.written else 0
-        if el.value is not None:
-            if np.shape(el.value) != shape:
-                return "elements of different shapes"
-            buf[i] = el.value
-            flags |= _V
-        st[i] = flags | (_R if el.read else 0) | (_C if el.cleared else 0)
+    # Whole-array NumPy calls rather than a Python statement per element (an RNN's
+    # arrays hold one element per time step).
+    st = np.array([(_W if el.written else 0) | (_V if el.value is not None else 0) |
+                   (_R if el.read else 0) | (_C if el.cleared else 0) for el in elements],
+                  np.uint8).reshape(n)
+    held = [i for i, el in enumerate(elements) if el.value is not None]
+    if held:
+        values = [elements[i].value for i in held]
+        if any(np.shape(v) != shape for v in values):
+            return "elements of different shapes"
+        stacked = np.asarray(values, dtype) if rank == 0 else np.stack(values)
+        if len(held) == n:
+            buf[...] = stacked
+        else:
+            buf[held] = stacked
     return buf, st, es, meta
 
 
 def _unpack(ta, buf, st, m):
     shape = tuple(buf.shape[1:]) if m[_FIXED] else None
+    n = int(m[_N])
+    rows = list(buf[:n])        # views of the rows (NumPy scalars for scalar elements)
     elements = []
-    for i in range(int(m[_N])):
-        flags = int(st[i])
+    for i, flags in enumerate(st[:n].tolist()):
         el = _Element()
         if flags & _W:
             el.written, el.shape = True, shape
         if flags & _V:
-            el.value = buf[i]
-        el.read, el.cleared = bool(flags & _R), bool(flags & _C)
+            el.value = rows[i]
+        if flags & _R:
+            el.read = True
+        if flags & _C:
+            el.cleared = True
         elements.append(el)
     ta.elements = elements
     if m[_EFD] and not _fully_defined(ta.element_shape):
