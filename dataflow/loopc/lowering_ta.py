@@ -88,8 +88,12 @@ def _op_key(gen, op):
         root, source = _slot_key(gen, op._inputs[0])
         if source is not None:
             raise _unsupported(f"'{op.name}': the gradient array of a gradient array")
-        return root, op.get_attr("source")
-    return _slot_key(gen, op._inputs[0])
+        key = root, op.get_attr("source")
+    else:
+        key = _slot_key(gen, op._inputs[0])
+    # Two Enters of one outer handle carry one array: one slot (the first Enter's).
+    root = gen.ta_roots.setdefault(key[0]._inputs[0], key[0])
+    return root, key[1]
 
 
 def _element(op):
@@ -124,6 +128,7 @@ class TensorArraySlots:
         """Declare a parameter per TensorArray slot of ``gen``'s frame; the Enters whose
         handles the slots take (not to be treated as stacks or variables)."""
         slots: dict = {}
+        gen.ta_roots = {}
         for op in _all_ops(gen.top):
             if op.type in _TA_OPS:
                 slots.setdefault(_op_key(gen, op), []).append(op)
@@ -147,7 +152,7 @@ class TensorArraySlots:
             parts = tuple(f"ta{k}_{p}" for p in "bsem")
             gen.emit(1, f"{', '.join(parts)} = {name}")
             gen.ta_slots[(root, source)] = parts
-        return {root for root, _ in slots}
+        return {e for e in gen.top_enters if e._inputs[0] in gen.ta_roots}
 
     @staticmethod
     def finish(gen):
