@@ -23,8 +23,11 @@ import pytest
 
 import dataflow as df
 from dataflow.runtime import loop_hook
+from tests.test_rnn import FIXTURE as RNN
+from tests.test_tensor_array_reference import FIXTURE as TENSOR_ARRAY
 from tests.test_tf_reference import FIXTURE as FORWARD
-from tests.tf_reference import programs, second_order_nested_programs
+from tests.tf_reference import (programs, rnn_programs, second_order_nested_programs,
+                                tensor_array_programs)
 from tests.tf_reference.compare import assert_same_outcome
 
 NESTED = json.loads((pathlib.Path(__file__).parent / "tf_reference" /
@@ -54,13 +57,17 @@ def _nested_check(name, interpreted, compiled):
                                        atol=1e-12, err_msg=f"{name}: fetch {i}")
 
 
-# (run, check, programs): a sample whose loops all compile (TensorArray ops have no
-# lowering, so the TensorArray and RNN programs' loops stay interpreted).
+# (run, check, programs): a sample whose loops all compile, TensorArray loops (forward
+# and gradient, dynamically sized, nested, in a cond) and dynamic_rnn's among them.
 CASES = [
     (*_fixture_case(FORWARD, programs),
      ["prog_cond_in_while", "prog_case_in_while", "prog_while_nested_three_deep",
       "prog_while_in_cond", "prog_while_maximum_iterations", "prog_while_variable_updates"]),
     (_nested_run, _nested_check, ["nested_power", "nested_sin"]),
+    (*_fixture_case(TENSOR_ARRAY, tensor_array_programs),
+     ["prog_ta_grad_while_loop", "prog_ta_grad_dynamic_size_while", "prog_ta_grad_nested_while",
+      "prog_ta_grad_cond_in_while", "prog_ta_write_in_loop_read_outside"]),
+    (*_fixture_case(RNN, rnn_programs), ["prog_rnn_grad_lstm_lengths"]),
 ]
 PARAMS = [pytest.param(run, check, name, id=name) for run, check, names in CASES
           for name in names]

@@ -38,7 +38,7 @@ import numpy as np
 from dataflow.framework import op_registry as R
 
 from . import lowering
-from .lowering import LOWERINGS
+from .lowering import LOWERINGS, RESOURCE_KINDS
 
 __all__ = ["FrameSource", "Unsupported", "generate"]
 
@@ -232,10 +232,10 @@ class _Gen:
     # -- frames ------------------------------------------------------------------------------
     def generate(self):
         top = self.top
-        self._classify_resources()
+        claimed = self._classify_resources()
         for e in top.enters:
             t_in, t_out = e._inputs[0], e._outputs[0]
-            if e in self.slots:   # a stack or variable: its ops name the slot directly
+            if e in self.slots or e in claimed:   # a resource: its ops name the slot
                 self.val[t_out], self.live[t_out] = "None", "True"
                 self.node_live[e] = "True"
                 continue
@@ -253,6 +253,10 @@ class _Gen:
             self.emit(1, f"if not {exits[x][1]}: raise Fallback()")
             out.append(exits[x][0])
             results.append(("exit", x))
+        for kind in RESOURCE_KINDS.values():   # their parameters came first, see below
+            exprs, kind_results = kind.finish(self)
+            out += exprs
+            results += kind_results
         for e, (kind, names) in self.slots.items():
             if kind == "stack":
                 out += [names[0], names[1], f"{names[0]}_peak"]
@@ -265,14 +269,18 @@ class _Gen:
         return head + self.lines, results
 
     def _classify_resources(self):
-        """Stacks and variables reached from the frame's resource Enters."""
+        """Stacks and variables reached from the frame's resource Enters (the other
+        resource kinds declare their parameters first); the Enters those kinds took."""
+        claimed = set()
+        for kind in RESOURCE_KINDS.values():
+            claimed |= kind.claim(self)
         uses = {}
         for op in _all_ops(self.top):
             if op.type in ("StackPush", "StackPop", "StackSize", "ReadVariableOp",
                            "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
                 uses.setdefault(self._root(op._inputs[0]), set()).add(op)
         for e in self.top.enters:
-            if e._inputs[0].dtype.as_numpy_dtype is not None:
+            if e._inputs[0].dtype.as_numpy_dtype is not None or e in claimed:
                 continue
             if not e.get_attr("is_constant"):
                 raise Unsupported(f"resource Enter '{e.name}' is a loop variable")
@@ -310,6 +318,7 @@ class _Gen:
             else:
                 raise Unsupported(f"resource '{e._inputs[0].name}' is used by "
                                   f"{sorted(types) or 'nothing the compiler lowers'}")
+        return claimed
 
     def frame(self, loop, ind, exit_vars=None):
         """Emit ``loop`` at indentation ``ind``; returns ``{exit op: (value, live)}``."""

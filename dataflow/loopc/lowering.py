@@ -24,7 +24,7 @@ import numpy as np
 
 from dataflow.framework.elementwise_table import ELEMENTWISE
 
-__all__ = ["LOWERINGS", "Lowering", "register_lowering"]
+__all__ = ["LOWERINGS", "Lowering", "RESOURCE_KINDS", "register_lowering"]
 
 
 class Lowering:
@@ -40,6 +40,13 @@ class Lowering:
 
 
 LOWERINGS: dict = {}
+
+# Resources other than stacks and variables that a frame may use through a loop-invariant
+# Enter, by parameter kind (``"ta"``: TensorArrays, :mod:`.lowering_ta`). Each kind is an
+# object with ``claim(gen) -> Enters it takes`` and ``finish(gen) -> (expressions,
+# results)`` for the code generator, ``argument(desc, value) -> (argument, record)`` (or
+# ``(None, why not)``) and ``commit(record, returned state)`` for the runner.
+RESOURCE_KINDS: dict = {}
 
 
 def register_lowering(*op_types, check=None):
@@ -361,28 +368,44 @@ def _stack_value_check(op):
     return None
 
 
+def _stack_names(e):
+    """``(buf, count, names of a pushed-and-popped stack or None)`` of the op's stack:
+    the code generator's push or pop slot, or a :mod:`.lowering_stacks` one."""
+    both = getattr(e.gen, "stack_slots", {}).get(e.gen._root(e.op._inputs[0]))
+    if both is not None:
+        return both[0], both[1], both
+    buf, n = e.stack(e.op._inputs[0])
+    return buf, n, None
+
+
 @register_lowering("StackPush", check=_stack_value_check)
 def _stack_push(e):
-    buf, n = e.stack(e.op._inputs[0])
+    buf, n, both = _stack_names(e)
     value = e.args[1]
     e.line(f"{buf} = stack_push({buf}, {n}, cst({value}, {e.in_dtype(1)!r}))")
     e.line(f"{n} += 1")
     e.line(f"if {n} > {buf}_peak: {buf}_peak = {n}")
+    if both:
+        e.line(f"{both[3]} += 1")
     return [value]
 
 
 @register_lowering("StackPop", check=lambda op: None if _dtype_name(op._outputs[0])
                    else "non-numeric stack entries")
 def _stack_pop(e):
-    buf, n = e.stack(e.op._inputs[0])
+    buf, n, both = _stack_names(e)
     e.line(f"if {n} == 0: raise Fallback()")
     e.line(f"{n} -= 1")
+    if both:
+        # A later push in this frame reuses the row: the entry leaves as a copy.
+        e.line(f"{both[4]} += 1")
+        return [f"stack_take_copy({buf}, {n})"]
     return [f"stack_take({buf}, {n})"]
 
 
 @register_lowering("StackSize")
 def _stack_size(e):
-    _, n = e.stack(e.op._inputs[0])
+    _, n, _ = _stack_names(e)
     return [f"np.int32({n})"]
 
 
@@ -416,3 +439,5 @@ def _assign_variable(e):
 
 # The array and NN lowerings (and Cast) live in their own module, registered into this table.
 from . import lowering_array  # noqa: E402,F401  (registers on import)
+from . import lowering_ta  # noqa: E402,F401  (registers on import)
+from . import lowering_stacks  # noqa: E402,F401  (registers on import)

@@ -1,7 +1,7 @@
 """Lowerings of the array and NN ops, registered into :data:`.lowering.LOWERINGS`.
 
 Softmax, LogSoftmax, the dense and sparse softmax cross-entropies, Transpose, Slice,
-StridedSlice, SumToShape, BroadcastTo, ExpandDims, Size, Fill, Pow, float
+StridedSlice and its gradient StridedSliceGrad, GatherGrad (axis 0), SumToShape, BroadcastTo, ExpandDims, Size, Fill, Pow, float
 FloorDiv/FloorMod and Cast (float -> int included). Each follows the reference kernel
 exactly (see :mod:`.lowering` for the rules) but Pow, which is libm's pow, within 1 ulp
 of NumPy's (its AVX-512 loop is not libm's); where the
@@ -138,11 +138,9 @@ def _slice_part(value):
     return "" if value is None else str(value)
 
 
-@register_lowering("StridedSlice", check=_strided_slice_check)
-def _strided_slice(e):
-    x, extra = e.args[0], e.args[1:]
-    spec = e.op.get_attr("spec")
-    rank = _rank(e.op._inputs[0])
+def _strided_key(e, x, rank, spec, extra):
+    """The basic-indexing key of a StridedSlice ``spec`` into ``x`` (of ``rank``) as
+    generated code; emits the range checks NumPy makes (Numba would read past the end)."""
     n_real = sum(1 for item in spec if item[0] in _CONSUMING)
     parts, axis = [], 0
     for item in spec:
@@ -154,7 +152,6 @@ def _strided_slice(e):
             parts.append("None")
         elif kind in ("int", "tensor_int"):
             i = str(item[1]) if kind == "int" else f"np.int64({extra[item[1] - 1]})"
-            # NumPy raises for an index out of range; Numba would read past the end.
             e.line(f"if not (-{x}.shape[{axis}] <= {i} < {x}.shape[{axis}]): "
                    "raise Fallback()")
             parts.append(i)
@@ -169,17 +166,73 @@ def _strided_slice(e):
                 e.line(f"if {bounds[2]} == 0: raise Fallback()")
             parts.append(":".join(bounds))
             axis += 1
-    value = f"{x}[{', '.join(parts) + (',' if len(parts) == 1 else '')}]"
+    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+@register_lowering("StridedSlice", check=_strided_slice_check)
+def _strided_slice(e):
+    x, extra = e.args[0], e.args[1:]
+    value = f"{x}[{_strided_key(e, x, _rank(e.op._inputs[0]), e.op.get_attr('spec'), extra)}]"
     if _rank(e.op._outputs[0]) == 0:
         return [value]
     # A copy in C order, as for Transpose (the kernel's view holds the same values).
     return [f"np.ascontiguousarray({value})"]
 
 
+def _strided_slice_grad_check(op):
+    if _dtype_name(op._inputs[0]) is None:
+        return "non-numeric dtype"
+    if _target_rank(op) in (None, 0) or _rank(op._inputs[0]) is None:
+        return "a gradient or target shape of unknown rank, or a scalar target"
+    for item in op.get_attr("spec"):
+        if item[0] == "slice" and item[3] == 0:
+            return "a slice step of 0"
+    return None
+
+
+@register_lowering("StridedSliceGrad", check=_strided_slice_grad_check)
+def _strided_slice_grad(e):
+    """Zeros of the target shape with the gradient written at the key (the kernel's
+    ``out[key] = grad``: basic indexing selects each element once); a gradient of
+    another shape than the key selects raises in the compiled code, which hands back."""
+    g, shape, extra = e.args[0], e.args[1], e.args[2:]
+    n = _target_rank(e.op)
+    dims = ", ".join(f"np.int64(np.asarray({shape}).ravel()[{k}])" for k in range(n))
+    out = e.gen.fresh("t")
+    e.line(f"{out} = np.zeros(({dims},), np.{e.dtype(0)})")
+    key = _strided_key(e, out, n, e.op.get_attr("spec"), extra)
+    e.line(f"{out}[{key}] = {g}")
+    return [out]
+
+
+def _gather_grad_check(op):
+    if _dtype_name(op._inputs[0]) is None:
+        return "non-numeric dtype"
+    n = _target_rank(op, 2)
+    if n in (None, 0) or _rank(op._inputs[1]) is None:
+        return "params or indices of unknown rank"
+    if op.get_attr("axis") % n != 0:
+        return f"GatherGrad on axis {op.get_attr('axis')} is not lowered"
+    return None
+
+
+@register_lowering("GatherGrad", check=_gather_grad_check)
+def _gather_grad(e):
+    """Zeros of the params' shape with each gradient row added at its index, in order
+    (``np.add.at``: repeated indices add up one after another, negative ones wrap)."""
+    g, idx, shape = e.args
+    n = _target_rank(e.op, 2)
+    dims = ", ".join(f"np.int64(np.asarray({shape}).ravel()[{k}])" for k in range(n))
+    out = e.gen.fresh("t")
+    e.line(f"{out} = np.zeros(({dims},), np.{e.dtype(0)})")
+    e.line(f"gather_grad0({g}, {idx}, {out})")
+    return [out]
+
+
 # -- SumToShape (the gradient of a broadcast) ----------------------------------------------------
 
-def _target_rank(op):
-    dims = op._inputs[1].shape
+def _target_rank(op, k=1):
+    dims = op._inputs[k].shape
     if dims.ndims != 1 or dims.as_list()[0] is None:
         return None
     return dims.as_list()[0]
@@ -206,12 +259,40 @@ def _sum_to_shape(e):
     if n == 0:
         return [g] if grank == 0 else [f"cst(psum({g}), {out!r})"]
     target = [f"np.int64(np.asarray({shape}).ravel()[{k}])" for k in range(n)]
+    if n == grank == 2 and _may_keep_a_summed_axis(e.op):
+        return [_sum_matrix_to(e, g, target, out)]
     if n == grank:
         for k, d in enumerate(target):
             e.line(f"if {g}.shape[{k}] != {d}: raise Fallback()")
         return [g]
     e.line(f"if {g}.shape[1] != {target[0]}: raise Fallback()")
     return [f"cst(axis_sum({g}, 0), {out!r})"]
+
+
+def _may_keep_a_summed_axis(op):
+    """Whether the target may be a row (1, n) or a column (n, 1) of the matrix gradient
+    (a broadcast that kept its rank), as far as the static shapes tell."""
+    g, target = op._inputs[0].shape.as_list(), op._outputs[0].shape
+    if target.ndims != 2:
+        return True
+    return any(t is None or (t == 1 and d != 1) for d, t in zip(g, target.as_list()))
+
+
+def _sum_matrix_to(e, g, target, out):
+    """A matrix gradient summed to the same shape, to a row or to a column, as the
+    kernel's ``np.sum`` over the broadcast axis (NumPy's order: :func:`axis_sum`)."""
+    d0, d1 = (e.gen.fresh("d") for _ in range(2))
+    result = e.gen.fresh("t")
+    e.line(f"{d0} = {target[0]}")
+    e.line(f"{d1} = {target[1]}")
+    e.line(f"if {g}.shape[0] == {d0} and {g}.shape[1] == {d1}: "
+           f"{result} = np.ascontiguousarray({g})")
+    e.line(f"elif {d0} == 1 and {g}.shape[1] == {d1}: "
+           f"{result} = np.ascontiguousarray(cst(axis_sum({g}, 0), {out!r})).reshape((1, {d1}))")
+    e.line(f"elif {d1} == 1 and {g}.shape[0] == {d0}: "
+           f"{result} = np.ascontiguousarray(cst(axis_sum({g}, 1), {out!r})).reshape(({d0}, 1))")
+    e.line("else: raise Fallback()")
+    return result
 
 
 def _broadcast_to_check(op):

@@ -250,3 +250,315 @@ def _check_pow_exponent(y):
         if y < 0:
             raise Fallback()
     return check1
+
+
+# -- TensorArrays ---------------------------------------------------------------------------------
+#
+# A TensorArray inside a compiled frame (see lowering_ta) is four values: ``buf``, its
+# elements along axis 0 (all of one shape, ``buf.shape[1:]``), grown by doubling like the
+# stacks; ``st``, one flag byte per element (TA_W: written, or its shape known as a
+# gradient array's unwritten elements are; TA_V: ``buf`` holds its value; TA_R: read;
+# TA_C: cleared after a read); ``es``, the array's partial element shape (-1: unknown); and
+# ``m``, the array's scalars, indexed by the TA_* positions below. The helpers follow
+# ``TensorArrayResource`` rule for rule and raise Fallback wherever it raises (or where
+# elements of different shapes would be needed), so the interpreter raises its own error.
+
+TA_W, TA_V, TA_R, TA_C = 1, 2, 4, 8
+(TA_N, TA_FIXED, TA_EFD, TA_MADE, TA_DISALLOWED, TA_DYNAMIC, TA_CLEAR, TA_GRAD,
+ TA_IDENTICAL) = range(9)
+TA_META = 9
+
+__all__ += ["ta_read", "ta_write", "ta_gather", "ta_scatter", "ta_made"]
+
+
+def _ta_set_row(buf, i, v):
+    return _stub(buf, i, v)
+
+
+@overload(_ta_set_row)
+def _ov_ta_set_row(buf, i, v):
+    """``buf[i] = v`` (an explicit loop: slice assignment drags Numba's shape-error
+    formatting into every frame)."""
+    if buf.ndim == 1:
+        def set1(buf, i, v):
+            buf[i] = v
+        return set1
+
+    def set_row(buf, i, v):
+        row = buf[i]
+        flat = row.reshape(row.size)
+        src = np.ascontiguousarray(np.asarray(v)).reshape(row.size)
+        for k in range(row.size):
+            flat[k] = src[k]
+    return set_row
+
+
+def _ta_add_row(buf, i, v):
+    return _stub(buf, i, v)
+
+
+@overload(_ta_add_row)
+def _ov_ta_add_row(buf, i, v):
+    """``buf[i] += v`` in the dtype (NumPy's ``np.add`` of two elements)."""
+    if buf.ndim == 1:
+        def add1(buf, i, v):
+            buf[i] = buf[i] + v
+        return add1
+
+    def add_row(buf, i, v):
+        row = buf[i]
+        flat = row.reshape(row.size)
+        src = np.ascontiguousarray(np.asarray(v)).reshape(row.size)
+        for k in range(row.size):
+            flat[k] = flat[k] + src[k]
+    return add_row
+
+
+def _ta_shape_ok(buf, es, m, v):
+    return _stub(buf, es, m, v)
+
+
+@overload(_ta_shape_ok)
+def _ov_ta_shape_ok(buf, es, m, v):
+    """Fallback unless ``v`` fits the element shape (``es``) and ``buf``'s rows (when
+    their shape is fixed); returns ``buf``, reshaped to ``v``'s rows if not fixed yet,
+    and records the shape (identical element shapes) as the kernel does."""
+    if buf.ndim == 1:
+        def scalar_ok(buf, es, m, v):
+            m[TA_FIXED] = 1
+            if m[TA_IDENTICAL] and not m[TA_EFD]:
+                m[TA_EFD] = 1
+            return buf
+        return scalar_ok
+
+    def shape_ok(buf, es, m, v):
+        a = np.asarray(v)
+        for d in range(a.ndim):
+            if es[d] >= 0 and es[d] != a.shape[d]:
+                raise Fallback()
+        if m[TA_FIXED]:
+            if buf.shape[1:] != a.shape:
+                raise Fallback()
+        else:
+            buf = np.empty((buf.shape[0],) + a.shape, buf.dtype)
+            m[TA_FIXED] = 1
+        if m[TA_IDENTICAL] and not m[TA_EFD]:
+            for d in range(a.ndim):
+                es[d] = a.shape[d]
+            m[TA_EFD] = 1
+        return buf
+    return shape_ok
+
+
+@njit(cache=True)
+def _ta_reserve(buf, st, need):
+    """``(buf, st)`` with room for ``need`` elements (doubling; a new buffer keeps the
+    old one's rows, the old one is left as it was)."""
+    cap = buf.shape[0]
+    if need <= cap:
+        return buf, st
+    cap = max(16, 2 * cap, need)
+    new = np.empty((cap,) + buf.shape[1:], buf.dtype)
+    old_flat = buf.reshape(buf.size)
+    new_flat = new.reshape(new.size)
+    for k in range(buf.size):
+        new_flat[k] = old_flat[k]
+    flags = np.zeros(cap, np.uint8)
+    for k in range(st.shape[0]):
+        flags[k] = st[k]
+    return new, flags
+
+
+@njit(cache=True)
+def _ta_zero_row(buf, i):
+    row = buf[i:i + 1]
+    flat = row.reshape(row.size)
+    for k in range(row.size):
+        flat[k] = 0
+
+
+@njit(cache=True)
+def _ta_read(buf, st, m, i):
+    """``TensorArrayResource.read``: ``(buf, st)`` after reading element ``i`` (whose
+    value is then ``buf[i]``)."""
+    n = m[TA_N]
+    if i < 0 or (not m[TA_GRAD] and i >= n):
+        raise Fallback()
+    if i >= n or not st[i] & TA_W:
+        # An unwritten element reads as zeros of the (fully defined) element shape.
+        if not m[TA_EFD] or not m[TA_FIXED]:
+            raise Fallback()
+        if i >= n:
+            buf, st = _ta_reserve(buf, st, i + 1)
+            for k in range(n, i + 1):
+                st[k] = TA_W
+            m[TA_N] = i + 1
+        st[i] |= TA_W
+    f = st[i]
+    if f & TA_C:
+        raise Fallback()
+    if not f & TA_V:
+        _ta_zero_row(buf, i)
+        f |= TA_V
+    f |= TA_R
+    if m[TA_CLEAR]:
+        f = (f & ~TA_V) | TA_C
+    st[i] = f
+    return buf, st
+
+
+def ta_read(buf, st, m, i):
+    return _stub(buf, st, m, i)
+
+
+@overload(ta_read)
+def _ov_ta_read(buf, st, m, i):
+    """``(buf, st, value)``: element ``i`` (a view of its row, or the scalar)."""
+    def read(buf, st, m, i):
+        buf, st = _ta_read(buf, st, m, np.int64(i))
+        return buf, st, buf[np.int64(i)]
+    return read
+
+
+@njit(cache=True)
+def _ta_write(buf, st, es, m, i, v):
+    n = m[TA_N]
+    if i < 0 or (not m[TA_DYNAMIC] and i >= n):
+        raise Fallback()
+    buf = _ta_shape_ok(buf, es, m, v)
+    buf, st = _ta_reserve(buf, st, i + 1)
+    if i >= n:
+        m[TA_N] = i + 1
+    f = st[i]
+    if f & TA_R:
+        raise Fallback()
+    if f & TA_W and not m[TA_GRAD]:
+        raise Fallback()
+    if f & TA_W and f & TA_V:
+        # A gradient array adds the partial gradients written to one index.
+        _ta_add_row(buf, i, v)
+        m[TA_DISALLOWED] = 1
+    else:
+        _ta_set_row(buf, i, v)
+        st[i] = f | TA_W | TA_V
+    return buf, st
+
+
+def ta_write(buf, st, es, m, i, v):
+    return _stub(buf, st, es, m, i, v)
+
+
+@overload(ta_write)
+def _ov_ta_write(buf, st, es, m, i, v):
+    """``(buf, st)`` after writing ``v`` at ``i`` (``TensorArrayResource.write``)."""
+    def write(buf, st, es, m, i, v):
+        return _ta_write(buf, st, es, m, np.int64(i), v)
+    return write
+
+
+def ta_gather(buf, st, m, idx):
+    return _stub(buf, st, m, idx)
+
+
+@overload(ta_gather)
+def _ov_ta_gather(buf, st, m, idx):
+    """``(buf, st, stacked)``: the elements at ``idx`` read in order, stacked (an empty
+    ``idx`` hands back: only the kernel knows the shape to give)."""
+    def gather(buf, st, m, idx):
+        flat = np.ascontiguousarray(idx).ravel()
+        if flat.size == 0:
+            raise Fallback()
+        out = np.empty((flat.size,) + buf.shape[1:], buf.dtype)
+        for j in range(flat.size):
+            i = np.int64(flat[j])
+            buf, st = _ta_read(buf, st, m, i)
+            _ta_set_row(out, j, buf[i])
+        return buf, st, out
+    return gather
+
+
+def ta_scatter(buf, st, es, m, idx, value):
+    return _stub(buf, st, es, m, idx, value)
+
+
+@overload(ta_scatter)
+def _ov_ta_scatter(buf, st, es, m, idx, value):
+    """``(buf, st)`` after writing ``value[j]`` at ``idx[j]`` in order (the kernel's
+    checks of the lengths and the largest index first)."""
+    def scatter(buf, st, es, m, idx, value):
+        flat = np.ascontiguousarray(idx).ravel()
+        if flat.size != value.shape[0]:
+            raise Fallback()
+        if not m[TA_DYNAMIC] and flat.size and flat.max() >= m[TA_N]:
+            raise Fallback()
+        for j in range(flat.size):
+            buf, st = _ta_write(buf, st, es, m, np.int64(flat[j]), value[j])
+        return buf, st
+    return scatter
+
+
+@njit
+def ta_made(m):
+    """A gradient array's TensorArrayGradV3 ran (the array exists from now on)."""
+    m[TA_MADE] = 1
+
+
+# -- GatherGrad ---------------------------------------------------------------------------------
+
+__all__ += ["gather_grad0"]
+
+
+def gather_grad0(g, idx, out):
+    return _stub(g, idx, out)
+
+
+@overload(gather_grad0)
+def _ov_gather_grad0(g, idx, out):
+    """``np.add.at(out, idx, g)`` along axis 0: row ``idx[j]`` of ``out`` gets row ``j`` of
+    ``g`` added, in index order (repeats add up one after another, as NumPy does;
+    negative indices wrap; one out of range hands back)."""
+    if isinstance(idx, types.Array):
+        def flat_indices(idx):
+            return np.ascontiguousarray(idx).reshape(idx.size)
+    else:
+        def flat_indices(idx):
+            one = np.empty(1, np.int64)
+            one[0] = idx
+            return one
+    flat_indices = njit(flat_indices)
+
+    def add_at(g, idx, out):
+        flat = flat_indices(idx)
+        rows = out.shape[0]
+        width = out.size // rows if rows else 0
+        src = np.ascontiguousarray(np.asarray(g))
+        if src.size != flat.size * width:
+            raise Fallback()
+        src = src.reshape(src.size)
+        dst = out.reshape(out.size)
+        for j in range(flat.size):
+            k = np.int64(flat[j])
+            if k < 0:
+                k += rows
+            if k < 0 or k >= rows:
+                raise Fallback()
+            for c in range(width):
+                dst[k * width + c] = dst[k * width + c] + src[j * width + c]
+    return add_at
+
+
+# -- stacks pushed and popped in one frame ----------------------------------------------------
+
+__all__ += ["stack_take_copy"]
+
+
+def stack_take_copy(buf, i):
+    return _stub(buf, i)
+
+
+@overload(stack_take_copy)
+def _ov_stack_take_copy(buf, i):
+    """Entry ``i`` of a stack buffer as a copy (a scalar as it is)."""
+    if buf.ndim == 1:
+        return lambda buf, i: buf[i]
+    return lambda buf, i: buf[i].copy()

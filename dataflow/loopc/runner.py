@@ -34,6 +34,7 @@ import numpy as np
 from dataflow import errors
 
 from .blas import numpy_gemm
+from .lowering import RESOURCE_KINDS
 
 __all__ = ["FrameRunner", "cache_dir", "compiled_module", "wait_for_compiles"]
 
@@ -152,6 +153,8 @@ def _key(values) -> tuple:
         if type(v) is np.ndarray:
             out.append((v.dtype.str, v.ndim, v.flags.c_contiguous, v.flags.f_contiguous,
                         v.flags.writeable))
+        elif type(v) is tuple:   # a resource's state (lowering_ta)
+            out.append(_key(v))
         else:
             out.append(type(v))
     return tuple(out)
@@ -174,7 +177,8 @@ class FrameRunner:
         self.exit_dtypes = [np.dtype(op._outputs[0].dtype.as_numpy_dtype)
                             for kind, op in self.results if kind == "exit"]
         self.enter_gid = {op: gid_of[op] for _, desc in self.params
-                          if desc[0] in ("value", "stack", "variable") for op in [desc[1]]}
+                          if desc[0] in ("value", "stack", "variable") or
+                          desc[0] in RESOURCE_KINDS for op in [desc[1]]}
         # The buffer each push stack filled last run, by parameter index: reused when
         # nothing references it any more (see _push_buffer).
         self.spare: dict = {}
@@ -283,6 +287,13 @@ class FrameRunner:
                         return None, why
                 args.append(buf)
                 resources.append((res, mode, len(res.entries), index))
+            elif kind in RESOURCE_KINDS:   # e.g. TensorArrays (lowering_ta)
+                value, record = RESOURCE_KINDS[kind].argument(
+                    desc, by_gid[self.enter_gid[desc[1]]])
+                if value is None:
+                    return None, record
+                args.append(value)
+                resources.append((record, kind, None))
             elif kind == "stack_count":
                 args.append(np.int64(0) if resources[-1][1] == "push"
                             else np.int64(resources[-1][2]))
@@ -321,6 +332,9 @@ class FrameRunner:
                 if 0 < res.max_size < top:   # the interpreter raises "Stack ... is full"
                     return None
                 commits.append((res, mode, extra, buf, n))
+            elif mode in RESOURCE_KINDS:
+                commits.append((res, mode, extra, tail[pos], None))
+                pos += 1
             else:
                 value = tail[pos]
                 pos += 1
@@ -340,6 +354,8 @@ class FrameRunner:
                 del res.entries[n:]
                 if n == 0:    # emptied: its backing buffer is nobody's any more
                     _backing.pop(id(res), None)
+            elif mode in RESOURCE_KINDS:
+                RESOURCE_KINDS[mode].commit(res, buf)
             else:
                 res.store_owned(_as_output(buf, np.dtype(extra)))
         return [(gid, _as_output(v, dt)) for gid, v, dt in
