@@ -277,12 +277,61 @@ def mpirun_env(environ=None, ranks: int = 1) -> dict:
     return env
 
 
+def remove_stale_session_dirs(tmpdir=None) -> list:
+    """Remove the session directories (``ompi.<pid>`` in the temporary directory) that
+    Open MPI launchers killed mid-job left behind; returns the paths removed.
+
+    Each ``mpiexec`` keeps its PMIx rendezvous files in ``ompi.<its pid>``. A launcher
+    killed with SIGKILL never removes it, and when the process ids wrap around a new
+    launcher given the same id finds the stale files and stops with "The PMIx server's
+    listener thread failed to start". Only directories of this user whose process is
+    gone are removed, so running jobs keep theirs::
+
+        remove_stale_session_dirs()   # before launching mpiexec
+    """
+    import tempfile
+
+    base = tmpdir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for name in names:
+        if not name.startswith("ompi.") or not name[5:].isdigit():
+            continue
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if uid is not None and st.st_uid != uid:
+            continue
+        if _process_exists(int(name[5:])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # another user's process
+        return True
+    return True
+
+
 def _mpirun(args) -> int:
     try:
         cmd = mpirun_command(args.ranks, [args.script] + list(args.args))
     except FileNotFoundError as e:
         print(f"dataflow mpirun: {e}", file=sys.stderr)
         return 2
+    remove_stale_session_dirs()
     return subprocess.call(cmd, env=mpirun_env(ranks=args.ranks))
 
 

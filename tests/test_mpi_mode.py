@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dataflow as df
-from dataflow.cli import mpirun_command, mpirun_env
+from dataflow.cli import mpirun_command, mpirun_env, remove_stale_session_dirs
 from tests.mpi.procs import kill_session, left_behind
 from tests.mpi.scenarios import SCENARIOS
 
@@ -29,6 +29,7 @@ def run_job(cmd, timeout=LAUNCH_TIMEOUT_S, ranks=3):
     """Run an ``mpiexec`` command line in a session of its own; the completed process.
     Fails when the job overstays ``timeout`` or leaves any process of its session behind
     (a rank, the launcher): those are killed first, so no test leaks one."""
+    remove_stale_session_dirs()   # a killed launcher's files would stop a reused pid
     proc = subprocess.Popen(cmd, env=mpirun_env(ranks=ranks), cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -186,6 +187,7 @@ def test_killing_mpiexec_or_rank_0_mid_step_ends_every_rank(tmp_path, victim):
     few seconds."""
     out = tmp_path / "pids.pkl"
     cmd = mpirun_command(3, [MAIN, "orphan", str(out)])
+    remove_stale_session_dirs()
     proc = subprocess.Popen(cmd, env=mpirun_env(ranks=3), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -379,3 +381,20 @@ def test_a_step_that_ends_after_a_peer_died_keeps_its_own_outcome():
     job = _step_thread(client).submit(lambda: time.sleep(0.2) or "result")
     assert _supervise(client, job, None) == "result"
     assert client.w.broken_by is None
+
+
+def test_stale_session_dirs_of_dead_launchers_are_removed_and_live_ones_kept(tmp_path):
+    """A launcher killed mid-job leaves ``ompi.<pid>``; once its pid is reused, the new
+    mpiexec fails ("PMIx server's listener thread failed to start"). Dead launchers'
+    directories go, a running process's directory and other names stay."""
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    dead, alive = tmp_path / f"ompi.{done.pid}", tmp_path / f"ompi.{os.getpid()}"
+    for d in (dead, alive, tmp_path / "ompi.notapid", tmp_path / "other.1"):
+        (d / "0").mkdir(parents=True)
+        (d / "pmix.vm.tool").write_text("stale")
+    removed = remove_stale_session_dirs(str(tmp_path))
+    assert removed == [str(dead)]
+    assert not dead.exists()
+    assert alive.exists() and (tmp_path / "ompi.notapid").exists()
+    assert (tmp_path / "other.1").exists()
