@@ -3,7 +3,6 @@
 (``MemoryPlan.runtime_bytes``) so that max batch runs under its budget as measured."""
 from __future__ import annotations
 
-import gc
 import tracemalloc
 
 import numpy as np
@@ -15,7 +14,7 @@ from dataflow.runtime.feeds import convert_feeds, feed_templates
 from dataflow.runtime.flat_schedule import FlatSchedule
 from dataflow.runtime.memory_arena import ArenaExecutor
 from tests.op_harness import fresh_rng
-from tests.test_memory_arena import _mlp, _rnn_grad
+from tests.test_memory_arena import _mlp, _rnn_grad, _traced_step_allocation
 
 UNFUSED = df.ConfigProto(fuse_elementwise=False, compile_loops=False)
 
@@ -219,18 +218,7 @@ def _transient(sess, fetch, feed) -> int:
     """The step's tracemalloc peak over what existed before it (after a traced step:
     new variable values then replace traced old ones)."""
     sess.run(fetch, feed)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        sess.run(fetch, feed)
-        gc.collect()
-        base, _ = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
-        sess.run(fetch, feed)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak - base
+    return _traced_step_allocation(sess, fetch, feed)
 
 
 def _chain(n_ops, size=1000):

@@ -522,6 +522,11 @@ class _Gen:
             block.append(f"{acc[1]} = True")   # the sum is a buffer of this loop's own
         if not block:
             return
+        self.emit_guarded(ind, node, block)
+
+    def emit_guarded(self, ind, node, block):
+        """Emit ``block`` under ``if node:`` (the op's liveness), joining the guarded block
+        emitted just before when it has the same liveness; unguarded when always live."""
         inner = ind
         if node != "True":
             if self.open_if != (ind, node, len(self.lines)):
@@ -565,14 +570,7 @@ class _Gen:
             block = [f"if {same}:"] + ["    " + text for text in block] + \
                 ["else:", f"    {value} = {array}"]
         self.val[out] = value
-        inner = ind
-        if node != "True":
-            if self.open_if != (ind, node, len(self.lines)):
-                self.emit(ind, f"if {node}:")
-            inner = ind + 1
-        for text in block:
-            self.emit(inner, text)
-        self.open_if = (ind, node, len(self.lines))
+        self.emit_guarded(ind, node, block)
 
     def _piece(self, t):
         """``(array expression, element expression, leaves)`` of an operand; an element
