@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import dataflow as df
+from benchmarks.memory import measure_step_peak
 from dataflow.memory import arena as arena_mod
 from dataflow.runtime.feeds import convert_feeds, feed_templates
 from dataflow.runtime.flat_schedule import FlatSchedule
 from dataflow.runtime.memory_arena import ArenaExecutor
 from tests.op_harness import fresh_rng
-from tests.test_memory_arena import _mlp, _rnn_grad, _traced_step_allocation
+from tests.test_memory_arena import _mlp, _rnn_grad
 
 UNFUSED = df.ConfigProto(fuse_elementwise=False, compile_loops=False)
 
@@ -214,12 +215,6 @@ def test_control_flow_and_an_order_against_the_graph_get_no_flat_schedule():
 
 
 # -- the runtime's own bytes ----------------------------------------------------------------
-def _transient(sess, fetch, feed) -> int:
-    """The step's tracemalloc peak over what existed before it (after a traced step:
-    new variable values then replace traced old ones)."""
-    sess.run(fetch, feed)
-    return _traced_step_allocation(sess, fetch, feed)
-
 
 def _chain(n_ops, size=1000):
     g = df.Graph()
@@ -254,7 +249,7 @@ def test_runtime_bytes_bound_what_a_planned_step_allocates_besides_its_values():
         with df.Session(graph=g, config=df.ConfigProto(plan_memory=True)) as sess:
             if init is not None:
                 sess.run(init)
-            transient = _transient(sess, fetch, feed)
+            transient = measure_step_peak(sess, fetch, feed)
         values = p.scratch_bytes + p.stack_bytes_for() + p.zones["fetches"]
         own = transient - values
         assert 0 < own <= p.runtime_bytes <= own + 4096 + own // 4, (name, own, p.runtime_bytes)
@@ -319,7 +314,7 @@ def test_max_batch_runs_under_its_budget_as_measured():
         with df.Session(graph=graph, config=config) as sess:
             if init_op is not None:
                 sess.run(init_op)
-            transient = _transient(sess, fetch, feed_b)
+            transient = measure_step_peak(sess, fetch, feed_b)
             arena = _steps(sess)[-1].arena.nbytes
         held = sum(v.nbytes for v in feed_b.values()) + plan_b.zones["variables"]
         assert b > 10 and arena + transient + held <= budget, (b, arena + transient + held)
