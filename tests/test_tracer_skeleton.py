@@ -230,3 +230,87 @@ def test_a_co_executed_step_leaves_no_reference_cycle(rng, monkeypatch):
             assert [r() for r in runs] == [None] * 3
         finally:
             gc.enable()
+
+
+def _loop_program(rng):
+    """Steps with a folded loop whose state starts from a node output, a variable or a
+    fed constant (by ``start``), with new trip counts, and an op after the loop that
+    one step changes (``after``): steady steps, and new paths at the loop's entry and
+    exit."""
+    w = rng.standard_normal((3, 3)).astype(np.float32) * 0.5
+    v0 = rng.standard_normal((2, 3)).astype(np.float32)
+    plan = [(4, "node", "sum"), (3, "node", "sum"), (5, "node", "sum"), (4, "node", "sum"),
+            (6, "variable", "sum"), (4, "variable", "sum"), (2, "variable", "sum"),
+            (3, "fed", "sum"), (5, "fed", "sum"), (4, "fed", "sum"), (4, "node", "max"),
+            (6, "node", "max"), (3, "node", "sum"), (5, "variable", "max")]
+    data = [(rng.standard_normal((n, 2, 3)).astype(np.float32), start, after)
+            for n, start, after in plan]
+
+    def make():
+        v = df.Variable(v0)
+
+        def step(xs, start, after):
+            if start == "node":
+                h = xs[0] * 2.0
+            elif start == "variable":
+                h = v
+            else:
+                h = df.constant(np.ones((2, 3), np.float32))
+            for t in range(xs.shape[0]):
+                h = df.tanh(df.matmul(h, df.constant(w)) + xs[t])
+            return df.reduce_sum(h) if after == "sum" else df.reduce_max(h)
+        return step
+
+    def inputs():
+        return [(df.constant(x), start, after) for x, start, after in data]
+    return make, inputs
+
+
+def test_entering_and_leaving_a_folded_loop_decide_as_the_full_key(rng, monkeypatch):
+    """The shortcuts into a folded loop (the entry op checked against the loop's first
+    body op, a loop variable's first value against the loop node's input) and out of
+    it (the op after the loop matched from the loop node) give the same results,
+    traces, fallbacks and graph steps as the full key alone, which they spare."""
+    make, inputs = _loop_program(rng)
+    with df.eager_mode():
+        want, _ = _run(make(), inputs, "eager")
+    matches = []
+    full_match = coexec.CoRun._match
+
+    def counting(self, *args):
+        matches.append(1)
+        return full_match(self, *args)
+
+    # The wrappers below sit between library frames (a re-dispatch walks the stack
+    # through them): they must count as library code, as what they wrap does.
+    counting.__code__ = counting.__code__.replace(co_filename=coexec.__file__)
+    monkeypatch.setattr(coexec.CoRun, "_match", counting)
+    with df.eager_mode():
+        got, fast = _run(make(), inputs, "graph")
+    fast_matches = len(matches)
+    monkeypatch.setattr(coexec.CoRun, "_enter_loop", lambda self, *args: None)
+    monkeypatch.setattr(coexec.CoRun, "_leaves_loop", lambda self, *args: False)
+    body_next = coexec.CoRun._loop_next
+
+    def first_iteration_by_key(self, *args):
+        # Without the first-iteration check: a loop variable's first value is left to
+        # _loop_dispatch, as before the shortcut.
+        if self._iteration_nodes[1] is None and self._loop[2] < len(self._loop[1].body):
+            if any(p[0] == "c" for p in self._body_inputs[self._loop[0]][self._loop[2]]):
+                return None
+        return body_next(self, *args)
+
+    first_iteration_by_key.__code__ = first_iteration_by_key.__code__.replace(
+        co_filename=coexec.__file__)
+    monkeypatch.setattr(coexec.CoRun, "_loop_next", first_iteration_by_key)
+    del matches[:]
+    with df.eager_mode():
+        slow_got, slow = _run(make(), inputs, "graph")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(slow_got, want, rtol=1e-5, atol=1e-6)
+    assert fast.stats == slow.stats
+    assert fast.fallback_reasons == slow.fallback_reasons
+    assert fast.stats["graph_steps"] >= 6 and fast.stats["fallbacks"] >= 4
+    assert any(n.op_type == "FoldedLoop" for n in fast._tg.nodes)
+    # Each graph step entered and left its loop by the full key before the shortcuts.
+    assert len(matches) - fast_matches >= 2 * fast.stats["graph_steps"]

@@ -315,7 +315,7 @@ class _RunPlan:
 
     __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
                  "fast_succ", "checks", "body_sids", "body_out", "body_inputs",
-                 "emit_info", "selects_from")
+                 "emit_info", "selects_from", "entries")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -346,6 +346,7 @@ class _RunPlan:
                          for loop, spec in tg.loops.items()}
         self.body_inputs = {loop: [_body_plan(tg.nodes[loop], spec, b) for b in spec.body]
                             for loop, spec in tg.loops.items()}
+        self.entries = _loop_entries_by_location(tg, self.body_sids)
 
 
 # Attribute value types whose equality agrees with their hash (so equal values are what
@@ -395,15 +396,20 @@ def _body_plan(outer, spec, b) -> tuple:
     of the previous iteration (a loop variable); ``("xn", node, k)`` a node output
     before the loop; ``("xv", name)`` a variable; ``("xf", e, spec)`` a loop invariant
     fed once (loop input ``e``, whose spec may leave a dimension open); ``("f",
-    spec)`` fed every iteration."""
+    spec)`` fed every iteration. A ``"c"`` entry also holds what starts the variable in
+    the first iteration (the loop node's input: ``("n", node, k)``, ``("v", name)`` or
+    :data:`_FED`, and then its fed spec)."""
     plan = []
     for q, src in enumerate(b.inputs):
         kind = src[0]
         if kind == "b":
             plan.append(src)
         elif kind == "c":
-            jj, k, _ = spec.variables[src[1]]
-            plan.append(("c", jj, k))
+            jj, k, init = spec.variables[src[1]]
+            # In the first iteration: the loop node's input that starts the variable.
+            first = outer.inputs[init[1]]
+            plan.append(("c", jj, k, first,
+                         outer.feed_specs[init[1]] if first == _FED else None))
         elif kind == "x":
             want = outer.inputs[src[1]]
             if want[0] == "n":
@@ -430,6 +436,29 @@ def _by_location(succ) -> dict:
         out[at] = v
     for at in shared:
         del out[at]
+    return out
+
+
+def _loop_entries_by_location(tg, body_sids) -> dict:
+    """``{u: {(op type, stack id, n): loop}}``: the folded loops that follow node ``u``,
+    by the type and location of the op that enters them (the loop node's location, its
+    body's first op). Left out where another successor of ``u`` or another loop has that
+    type and location: :meth:`CoRun._match` decides those by the full key."""
+    out: dict = {}
+    for u, loops in tg.loop_entries.items():
+        taken = {(key[0], intern_stack(key[2][0]), key[2][1]) for key in tg.succ[u]
+                 if tg.succ[u][key] not in loops}
+        at: dict = {}
+        for loop in loops:
+            stack, n = tg.nodes[loop].location
+            sid = intern_stack(stack)
+            if body_sids[loop][0] != sid:
+                continue
+            key = (tg.loops[loop].body[0].op_type, sid, n)
+            at[key] = None if key in at or key in taken else loop
+        at = {key: loop for key, loop in at.items() if loop is not None}
+        if at:
+            out[u] = at
     return out
 
 
@@ -493,6 +522,7 @@ class CoRun:
         self._body_sids = plan.body_sids
         self._body_out = plan.body_out
         self._body_inputs = plan.body_inputs
+        self._entries = plan.entries
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -579,10 +609,24 @@ class CoRun:
                     fed = run._fits(nid, inputs, attrs)
                     if fed is not None:
                         return run._emit(graph, op_type, inputs, attrs, name, nid, fed)
+                elif run.cur in run._entries:
+                    op = run._enter_loop(graph, op_type, inputs, attrs, name, sid, n)
+                    if op is not None:
+                        return op
             else:
                 op = run._loop_next(graph, op_type, inputs, attrs, name, sid, n)
                 if op is not None:
                     return op
+                if run._leaves_loop(op_type, sid):
+                    # The first op after the loop: what _match would decide (it ends the
+                    # loop and dispatches the op again), without building the op's full
+                    # key or walking the stack a second time.
+                    run._end_loop()
+                    nid = run._fast_succ[run.cur].get((op_type, sid, n))
+                    if nid is not None:
+                        fed = run._fits(nid, inputs, attrs)
+                        if fed is not None:
+                            return run._emit(graph, op_type, inputs, attrs, name, nid, fed)
             return run._match(graph, op_type, inputs, attrs, name, output_specs, sid, n)
 
         return dispatch
@@ -1266,9 +1310,9 @@ class CoRun:
         """The common case of :meth:`_loop_dispatch` while Python runs a folded loop:
         the op is the body's next op, in this iteration or the next one, checked input
         by input against the body op's plan (:func:`_body_plan`) without building the
-        op's wiring: the same test as :meth:`_body_matches`. None when it is not, or
-        is a case left to :meth:`_loop_dispatch` (the first iteration's loop
-        variables); :meth:`_match` then decides (leaving the loop, or a fallback)."""
+        op's wiring: the same test as :meth:`_body_matches` (a loop variable in the first
+        iteration is checked against the loop node's input that starts it). None when
+        it is not; :meth:`_match` then decides (leaving the loop, or a fallback)."""
         state = self._loop
         loop, spec, j, t = state
         starts = j == len(spec.body)     # the first op of the next iteration
@@ -1295,10 +1339,19 @@ class CoRun:
                     return None
                 continue
             if kind == "c":      # a loop variable: the previous iteration's op
-                if (previous is None or not mine or x._node is not previous[want[1]]
-                        or x._value_index != want[2]):
-                    return None
-                continue
+                if previous is not None:
+                    if (not mine or x._node is not previous[want[1]]
+                            or x._value_index != want[2]):
+                        return None
+                    continue
+                # The first iteration: the value that starts it (as _body_matches).
+                want = want[3]
+                kind = want[0]
+                if kind == "n":
+                    if not mine or x._node != want[1] or x._value_index != want[2]:
+                        return None
+                    continue
+                kind = "xv" if kind == "v" else "c0"
             if kind == "xn":     # a value made before the loop
                 if not mine or x._node != want[1] or x._value_index != want[2]:
                     return None
@@ -1318,6 +1371,9 @@ class CoRun:
                 sent = self._loop_fed.get(want[1])
                 if not _fits(got, want[2]) or (sent is not None and sent is not x):
                     return None
+            elif kind == "c0":   # fed: the first value of a loop variable
+                if got != plan[q][4]:
+                    return None
             elif got != want[1]:  # "f": fed every iteration
                 return None
             if fed is _NO_FEEDS:
@@ -1326,6 +1382,39 @@ class CoRun:
         if starts:
             self._next_iteration(loop, t + 1)
         return self._body_op(graph, op_type, inputs, attrs, name, fed, (sid, n))
+
+    def _enter_loop(self, graph, op_type, inputs, attrs, name, sid, n):
+        """The common case of entering a folded loop (see :meth:`_loop_dispatch`): the
+        one loop after the node matched last whose entry has this op's type and location,
+        its body's first op checked by :meth:`_loop_next`. None (nothing changed) when
+        there is none or the op does not fit it."""
+        loop = self._entries[self.cur].get((op_type, sid, n))
+        if loop is None:
+            return None
+        spec = self.tg.loops[loop]
+        saved = self._iteration_nodes, self._loop_fed, self._loop_rows
+        self._loop = [loop, spec, 0, 0]
+        self._iteration_nodes = ([None] * len(spec.body), None)
+        self._loop_fed = {}
+        self._loop_rows = {}
+        op = self._loop_next(graph, op_type, inputs, attrs, name, sid, n)
+        if op is None:
+            self._loop = None
+            self._iteration_nodes, self._loop_fed, self._loop_rows = saved
+            return None
+        # The loop's edge (its Case Selects, the node matched last); nothing above
+        # read the node matched last.
+        self._take_edge(self.cur, loop)
+        return op
+
+    def _leaves_loop(self, op_type, sid) -> bool:
+        """Whether an op that :meth:`_loop_next` did not take leaves the folded loop
+        Python runs: an iteration is complete and the op is not the body's first (another
+        type or call site), so :meth:`_loop_dispatch` would end the loop and match it
+        after the loop node."""
+        loop, spec, j, _ = self._loop
+        return j == len(spec.body) and (spec.body[0].op_type != op_type
+                                        or self._body_sids[loop][0] != sid)
 
     def _next_iteration(self, loop, t):
         """Python starts iteration ``t`` of the folded loop it runs."""
