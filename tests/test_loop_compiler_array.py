@@ -273,6 +273,11 @@ def test_casts_match_the_numpy_kernel_truncating_toward_zero(src, dst, shape, se
     xv = (rng.standard_normal(shape) * 40).astype(src)
     if np.dtype(dst).kind == "u":
         xv = np.abs(xv)
+    if np.dtype(dst).kind in "iu":
+        # In range only (a draw beyond 3.2 sigma left int8's): out-of-range casts hand the
+        # frame back by design, tested below.
+        info = np.iinfo(dst)
+        xv = np.clip(xv, max(info.min + 1, -1e6), min(info.max - 1, 1e6)).astype(src)
     g = df.Graph()
     with g.as_default():
         x = df.placeholder(src, shape)
