@@ -91,6 +91,9 @@ class ArenaStep:
         # its FlatSchedule when it has no control flow (set by the runtime's ArenaCache:
         # dataflow.runtime.flat_schedule)
         self.flat = None
+        # its LoopSchedule when it has while loops that fit the flat form (set by the
+        # runtime's ArenaCache: dataflow.runtime.loop_schedule)
+        self.loop_flat = None
 
     def new_run(self):
         """Forget the previous run's reused arrays (the caller holds its results) and
