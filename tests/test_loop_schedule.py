@@ -67,8 +67,13 @@ def test_rnn_gradient_loop_schedule_is_bit_identical(monkeypatch, mode):
     g, fetches, feed = _rnn_grad(rng, steps=12, batch=8, hidden=32)
     unplanned, flat, executor, schedules, checker = _three_ways(g, fetches, feed,
                                                                 monkeypatch, mode)
+    with df.Session(graph=g, config=df.ConfigProto(plan_memory=mode)) as sess:
+        sess.run(fetches, feed)
+        hints = list(_steps(sess)[0].history_pairs.values())
     assert len(schedules) == 1 and isinstance(schedules[0], LoopSchedule)
     assert schedules[0].iterations == 2 * 13    # forward and gradient, 13 each
+    # the hidden state's two history pushes: the value push takes the copy unseen
+    assert [hint.get("take") for _next, hint in hints] == ["previous"]
     _assert_identical(unplanned, flat, executor)
     if mode == "check":
         assert checker[0] > 200 and checker[1] > 150

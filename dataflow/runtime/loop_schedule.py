@@ -218,6 +218,7 @@ class _Builder:
 
     def __init__(self, plan, step):
         self.plan = plan
+        self.step = step
         self.nodes = step.node_tuples
         self.times = step.times
         self.loop_begin = step.loop_begin
@@ -409,7 +410,37 @@ class _Builder:
         self._check_order()
         root_entries, _reads, _produced = self._frame_entries(plan.root)
         feeds = tuple((i, i) for i in range(plan.num_feeds))
-        return cls(plan, root_entries, self.initial, feeds, self.move)
+        schedule = cls(plan, root_entries, self.initial, feeds, self.move)
+        self._hint_histories()
+        return schedule
+
+    def _hint_histories(self):
+        """Tell each pair of stack pushes holding a loop variable's history (the arena
+        step's ``history_pairs``) which earlier copy its value push matches, where the
+        schedule proves it: both pushes in a loop of the root frame (run once per step),
+        the value push pushing a loop variable's Merge output and the next push what the
+        variable's NextIteration carries. The Merge copied those bytes, so the value
+        push takes the next push's copy of the iteration before without comparing."""
+        carried = {}       # Merge output register -> the register its NextIteration reads
+        for gid, node in enumerate(self.nodes):
+            if node[0] == NEXT_ITERATION:
+                merge = node[5][0][1]
+                out = self.produced.get((merge, 0))
+                src = self.slot_regs.get((id(self.frame_of[gid]), node[2]))
+                if out is not None and src is not None:
+                    carried[out] = src
+        for value_gid, (next_gid, hint) in getattr(self.step, "history_pairs", {}).items():
+            hint.pop("take", None)
+            frame = self.frame_of[value_gid]
+            if frame is not self.frame_of[next_gid] or frame.parent is not self.plan.root:
+                continue
+            value_reg = self.slot_regs.get((id(frame), self.nodes[value_gid][2] + 1))
+            next_reg = self.slot_regs.get((id(frame), self.nodes[next_gid][2] + 1))
+            if value_reg is None or next_reg is None or carried.get(value_reg) != next_reg:
+                continue
+            # the next push of this iteration came first: the match is the one before it
+            hint["take"] = "previous" if self.times[next_gid] < self.times[value_gid] \
+                else "next"
 
     def _check_order(self):
         """Every edge within a frame goes forward in the plan's order (the back edge
