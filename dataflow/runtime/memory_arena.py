@@ -19,7 +19,9 @@ no kernel goes to a worker thread (one in flight would let later nodes run befor
 finishes). A step without control flow has its order fixed before it runs: the
 arena step then carries a :class:`~.flat_schedule.FlatSchedule` (``step.flat``), the
 same kernels in the same order as a straight loop of calls, and
-:func:`run_arena_step` runs that instead of the executor.
+:func:`run_arena_step` runs that instead of the executor; a step with while loops
+that fit the flat form carries a :class:`~.loop_schedule.LoopSchedule`
+(``step.loop_flat``): one such list per loop body.
 
 >>> calls = []
 >>> cache = ArenaCache(build=lambda *a: calls.append(a[0]) or object())
