@@ -59,7 +59,8 @@ from ..framework.tensor_shape import as_shape
 from . import regions as RG
 from .shapes import infer_step_shapes, stack_of
 
-__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "RUNTIME_INPUT_BYTES", "RUNTIME_LOOP_BYTES",
+__all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "RUNTIME_FLAT_LOOP_BYTES", "RUNTIME_INPUT_BYTES",
+           "RUNTIME_LOOP_BYTES",
            "RUNTIME_STACK_ELEM_BYTES", "RUNTIME_STEP_BYTES", "StackUse", "plan",
            "register_view_op", "register_workspace"]
 
@@ -85,6 +86,10 @@ _VIEW_OPS: set = set()
 RUNTIME_STEP_BYTES = 5 << 10
 RUNTIME_INPUT_BYTES = 8
 RUNTIME_LOOP_BYTES = 3584
+# A loop run by a flat loop schedule (dataflow.runtime.loop_schedule: a step whose
+# Switches and Merges are all its loops' own) keeps no frame or iteration objects:
+# its registers are in the value list (RUNTIME_INPUT_BYTES).
+RUNTIME_FLAT_LOOP_BYTES = 0
 RUNTIME_STACK_ELEM_BYTES = 192
 
 
@@ -445,7 +450,8 @@ class _Planner:
         root, self.region_of, self.contexts = RG.build_regions(
             self.ops, self.frame_of, self.frames)
         sinks = [t.op for t in self.fetches if t not in self.fed] + list(self.targets)
-        self.events = RG.evaluation_order(root, self.region_of, self.needed, self.fed, sinks)
+        self.events = RG.evaluation_order(root, self.region_of, self.needed, self.fed, sinks,
+                                          self._forwarded)
         self.time = {ev[1]: i for i, ev in enumerate(self.events) if ev[0] == "op"}
         self._check_order()
         self._make_buffers()
@@ -473,7 +479,23 @@ class _Planner:
         step, per op input (the schedule's value list), per while loop."""
         inputs = sum(len(op._inputs) for op in self.time)
         loops = sum(1 for name in self.frames if name)
-        return RUNTIME_STEP_BYTES + RUNTIME_INPUT_BYTES * inputs + RUNTIME_LOOP_BYTES * loops
+        per_loop = RUNTIME_FLAT_LOOP_BYTES if self._loops_run_flat() else RUNTIME_LOOP_BYTES
+        return RUNTIME_STEP_BYTES + RUNTIME_INPUT_BYTES * inputs + per_loop * loops
+
+    def _loops_run_flat(self) -> bool:
+        """Whether the runtime runs this step's loops by a flat loop schedule: every
+        Switch is a loop's (its predicate a LoopCond) and every Merge a loop variable's
+        (an Enter and a NextIteration in). Others run on the executor (its frame and
+        iteration objects: RUNTIME_LOOP_BYTES per loop)."""
+        for op in self.time:
+            if op.type in ("Switch", "RefSwitch") and op.inputs[1].op.type != "LoopCond":
+                return False
+            if op.type in ("Merge", "RefMerge") and sorted(
+                    i.op.type for i in op.inputs) != ["Enter", "NextIteration"]:
+                return False
+            if op.type in ("_Send", "_Recv", "Send", "Recv"):
+                return False
+        return True
 
     def _check_order(self) -> None:
         """Every op comes after what it reads (but the back edges): a region structure
@@ -519,6 +541,16 @@ class _Planner:
 
     def _ops_in_order(self):
         return [ev[1] for ev in self.events if ev[0] == "op"]
+
+    @staticmethod
+    def _forwarded(op):
+        """The input tensor whose memory ``op``'s output is when its kernel forwards or
+        views it (the evaluation order's test for Merges carrying another's value)."""
+        d = op._op_def
+        if op._inputs and (d.forwards_input or op.type in _VIEW_OPS or d.role in (
+                R.SWITCH, R.ENTER, R.EXIT, R.NEXT_ITERATION)):
+            return op._inputs[0]
+        return None
 
     def _alias_source(self, op, t):
         """The tensor whose memory ``t`` is (None when ``t`` needs its own)."""

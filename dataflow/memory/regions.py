@@ -191,11 +191,14 @@ def build_regions(ops, frame_of, frames):
     return b.root, region_of, b.contexts
 
 
-def evaluation_order(root: Region, region_of, needed, fed, sinks) -> list:
+def evaluation_order(root: Region, region_of, needed, fed, sinks,
+                     forwarded=None) -> list:
     """The events of one step: a post-order DFS from ``sinks`` (fetched and target
-    ops, in order) over each region's items, a child region counting as one item."""
+    ops, in order) over each region's items, a child region counting as one item;
+    a loop's variables' Merges first (``forwarded(op)``: the input tensor whose memory
+    ``op``'s output is, or None; default: forwarding ops only)."""
     events: list = []
-    _emit(root, region_of, needed, fed, sinks, events)
+    _emit(root, region_of, needed, fed, sinks, events, forwarded or _forwarded_input)
     return events
 
 
@@ -239,7 +242,7 @@ def _preds(item, region, region_of, needed, fed) -> list:
     return out
 
 
-def _emit(region: Region, region_of, needed, fed, sinks, events) -> None:
+def _emit(region: Region, region_of, needed, fed, sinks, events, forwarded) -> None:
     items = list(region.ops) + list(region.children)
     if region.kind == COND:  # the true branch, then the false one
         items.sort(key=lambda r: -r.key.branch)
@@ -253,16 +256,66 @@ def _emit(region: Region, region_of, needed, fed, sinks, events) -> None:
         preds = {id(it): _preds(it, region, region_of, needed, fed) for it in items}
         fed_by = {id(p) for ps in preds.values() for p in ps}
         roots += [it for it in items if id(it) not in fed_by] + items  # outputs first
+        if region.kind == LOOP:
+            # A loop variable's Merge first (after its Enter): it reads the value the
+            # last iteration carried, whose block lives to the loop's end only, so
+            # nothing of this iteration may be placed (and reuse memory) before it.
+            roots = _loop_merges(region, forwarded) + roots
         order = _post_order(roots, lambda it: preds[id(it)])
     region.begin = len(events)
     events.append(("begin", region))
     for it in order:
         if isinstance(it, Region):
-            _emit(it, region_of, needed, fed, sinks, events)
+            _emit(it, region_of, needed, fed, sinks, events, forwarded)
         else:
             events.append(("op", it))
     region.end = len(events)
     events.append(("end", region))
+
+
+def _loop_merges(region: Region, forwarded) -> list:
+    """The loop variables' Merges of a loop region, a Merge that copies another's value
+    (its NextIteration carries that Merge's output, through Switches, identities and
+    views: ``forwarded(op)`` is the tensor an op's output is) before that one: each
+    copies into its own block, so a Merge must read the value it carries before the
+    other Merge of the iteration overwrites it. (Two Merges carrying each other's
+    values, a swap, keep their order.)"""
+    merges = [op for op in region.ops if op._op_def.role == R.MERGE and any(
+        t.op._op_def.role == R.NEXT_ITERATION for t in op._inputs)]
+    mine = set(merges)
+    carried = {}
+    for m in merges:
+        t = next(t for t in m._inputs if t.op._op_def.role == R.NEXT_ITERATION)
+        for _ in range(len(region.ops) + 1):
+            t = forwarded(t.op) if t is not None and t.op not in mine else t
+            if t is None or t.op in mine:
+                break
+        if t is not None and t.op in mine and t.op is not m:
+            carried[m] = t.op
+    order: list = []
+    seen: set = set()
+
+    def visit(m):
+        if m in seen:
+            return
+        seen.add(m)
+        for reader in merges:
+            if carried.get(reader) is m:
+                visit(reader)
+        order.append(m)
+    for m in merges:
+        visit(m)
+    return order
+
+
+def _forwarded_input(op):
+    """The tensor ``op``'s output is, when its kernel forwards an input (Switch, Enter,
+    NextIteration, an identity); None otherwise."""
+    d = op._op_def
+    if op._inputs and (d.forwards_input or d.role in (R.SWITCH, R.ENTER, R.EXIT,
+                                                      R.NEXT_ITERATION)):
+        return op._inputs[0]
+    return None
 
 
 def _post_order(roots, preds) -> list:

@@ -19,7 +19,9 @@ no kernel goes to a worker thread (one in flight would let later nodes run befor
 finishes). A step without control flow has its order fixed before it runs: the
 arena step then carries a :class:`~.flat_schedule.FlatSchedule` (``step.flat``), the
 same kernels in the same order as a straight loop of calls, and
-:func:`run_arena_step` runs that instead of the executor.
+:func:`run_arena_step` runs that instead of the executor; a step with while loops
+that fit the flat form carries a :class:`~.loop_schedule.LoopSchedule`
+(``step.loop_flat``): one such list per loop body.
 
 >>> calls = []
 >>> cache = ArenaCache(build=lambda *a: calls.append(a[0]) or object())
@@ -38,6 +40,7 @@ import numpy as np
 from .executor import DEAD, Executor
 from .feeds import feed_templates
 from .flat_schedule import FlatSchedule
+from .loop_schedule import LoopSchedule
 
 __all__ = ["ArenaCache", "ArenaExecutor", "MAX_ARENAS", "PlanOrderReady",
            "register_arena_builder", "run_arena_step"]
@@ -114,9 +117,13 @@ class ArenaCache:
 
 def _attach_flat_schedule(plan, step) -> None:
     """Give an arena step without control flow its :class:`~.flat_schedule.FlatSchedule`
-    (``step.flat``; None otherwise: it runs on the :class:`ArenaExecutor`)."""
+    (``step.flat``), one with while loops that fit the flat form its
+    :class:`~.loop_schedule.LoopSchedule` (``step.loop_flat``); otherwise both stay
+    None and it runs on the :class:`ArenaExecutor`."""
     if getattr(step, "node_tuples", None) is not None:
         step.flat = FlatSchedule.build(plan, step.node_tuples, step.times)
+        if step.flat is None:
+            step.loop_flat = LoopSchedule.build(plan, step)
 
 
 class PlanOrderReady(list):
@@ -201,13 +208,17 @@ class ArenaExecutor(Executor):
 
 def run_arena_step(plan, step, feed_values=(), deadline=None) -> list:
     """The raw fetched values of one planned step: the step's flat schedule when it has
-    one (``step.flat``, a :class:`~.flat_schedule.FlatSchedule`: no control flow),
+    one (``step.flat``, a :class:`~.flat_schedule.FlatSchedule`: no control flow), or
+    its loop schedule (``step.loop_flat``, a :class:`~.loop_schedule.LoopSchedule`),
     else an :class:`ArenaExecutor`. ``feed_values`` in the plan's feed order."""
     flat = getattr(step, "flat", None)
-    if flat is None:
+    looped = getattr(step, "loop_flat", None) if flat is None else None
+    if flat is None and looped is None:
         return ArenaExecutor(plan, step, feed_templates(plan, feed_values)).run(deadline)
     step.new_run()
     try:
+        if looped is not None:
+            return looped.run(feed_values, deadline)
         return flat.run(feed_values)
     finally:
         step.new_run()   # as ArenaExecutor.run: nothing of this run kept between steps
