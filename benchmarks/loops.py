@@ -301,20 +301,24 @@ def main(argv=None):
 def _run(args):
     """The benchmark in this process, with the BLAS it loaded."""
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-    print(f"BLAS: {blas_config.blas_label()}\n")
-    print("## Compiled loops against same-run baselines (medians)\n")
     if args.threads:
         from threadpoolctl import threadpool_limits
         with threadpool_limits(args.threads, "blas"):
-            rows = loop_rows(args.repeats, args.quick, args.only)
+            rows = _rows(args)
     else:
-        rows = loop_rows(args.repeats, args.quick, args.only)
+        rows = _rows(args)
     print(table(rows))
     print(f"\nload average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     if not args.no_compile_times and not args.only:
         print("\n## Compile times\n")
         print(compile_table(compile_times()))
     print(flush=True)
+
+
+def _rows(args):
+    print(f"BLAS: {blas_config.blas_label()}\n")   # after --threads took effect
+    print("## Compiled loops against same-run baselines (medians)\n", flush=True)
+    return loop_rows(args.repeats, args.quick, args.only)
 
 
 def _run_native(argv):
