@@ -160,7 +160,7 @@ def rows(repeats: int) -> list:
          n(lambda: dz @ w.T, repeats)),
         # The same product as NN on a contiguous copy of W^T (what hoisting the transpose
         # of a loop-invariant W would run; not generated: its bits differ from NT's on
-        # some BLAS paths, see RESULTS.md, issue 13, "peers: BLAS kernels ...").
+        # some BLAS paths, see RESULTS.md, issue 13, "Peers: BLAS kernels ...").
         ("GEMM dz (W^T copy), NN", c(_gemm_loop, (dz, wt, False, False), repeats),
          n(lambda: dz @ wt, repeats)),
         ("copy of W^T (256x256), NumPy", None, n(lambda: np.ascontiguousarray(w.T), repeats)),
