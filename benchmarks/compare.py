@@ -7,6 +7,7 @@
     python -m benchmarks.compare --only tracer [--tracer-steps 60] [--threads 1]
 
     python -m benchmarks.compare --only frameworks --isolated --repeats 5 [--threads 1]
+                                 [--blas-coretype env|native|both]
                                  [--workloads convnet_step,conv2d_fwd,conv2d_bwd]
 
 Sections:
@@ -45,6 +46,10 @@ back as JSON on stdout), one column after another. ``--threads N`` (with ``--iso
 caps each worker's BLAS, Numba, TF and PyTorch threads at ``N``: on a small shared
 machine multi-threaded BLAS spinning against other processes made the small convnet
 GEMMs up to 80x slower (4.6 ms against 396 ms per convnet step, one thread against all).
+Each column names the GEMM it runs and the BLAS kernels loaded in its process
+(:mod:`benchmarks.blas_config`); ``--blas-coretype native`` (or ``both``) runs the dataflow
+and NumPy workers without ``OPENBLAS_CORETYPE``, so that OpenBLAS picks its kernels by
+detecting the CPU.
 """
 from __future__ import annotations
 
@@ -61,7 +66,7 @@ import numpy as np
 import dataflow as df
 from dataflow.loopc import wait_for_compiles
 
-from . import frameworks, workloads
+from . import blas_config, frameworks, workloads
 
 BEFORE = dict(use_compiled_kernels=False, fuse_elementwise=False)
 
@@ -222,27 +227,39 @@ def selected_workloads() -> tuple:
 
 
 def _column_worker(column, repeats, quick) -> dict:
-    """Body of ``--worker COLUMN``: that column's medians, one workload at a time."""
+    """Body of ``--worker COLUMN``: that column's medians, one workload at a time, and
+    under ``BLAS_KEY`` the worker's :func:`_blas_label`."""
     fns = column_workloads(column, quick)
     chosen = selected_workloads()
-    return {name: _median_times({name: fn}, repeats, _inner(name))[name]
-            for name, fn in fns.items() if name in chosen}
+    times = {name: _median_times({name: fn}, repeats, _inner(name))[name]
+             for name, fn in fns.items() if name in chosen}
+    return dict(times, **{BLAS_KEY: _blas_label(column)}) if times else {}
+
+
+BLAS_KEY = "__blas__"
+
+
+def _blas_label(column) -> str:
+    """Whose GEMM ``column`` runs and the BLAS kernels loaded in this process."""
+    return f"{blas_config.GEMM_OF.get(column, column)}; {blas_config.blas_label()}"
 
 
 THREAD_VARIABLES = ("COMPARE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-def _times_isolated(columns, repeats, quick, threads=None) -> dict:
+def _times_isolated(columns, repeats, quick, threads=None, blas="env") -> tuple:
     """Like :func:`_times_in_process`, but each column in a fresh Python process
     (``python -m benchmarks.compare --worker COLUMN``), medians back as JSON; with
-    ``threads``, each worker's thread pools are capped at that many threads."""
+    ``threads``, each worker's thread pools are capped at that many threads; ``blas``
+    is the workers' BLAS configuration (:func:`.blas_config.worker_env`). Returns the
+    times and ``{column: BLAS label}``."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [root, os.environ.get("PYTHONPATH")])))
+    env = blas_config.worker_env(os.environ, blas)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     if threads:
         env.update({var: str(threads) for var in THREAD_VARIABLES})
-    times = {}
+    times, labels = {}, {}
     for c in columns:
         cmd = [sys.executable, "-m", "benchmarks.compare", "--worker", c,
                "--repeats", str(repeats)] + (["--quick"] if quick else [])
@@ -253,21 +270,56 @@ def _times_isolated(columns, repeats, quick, threads=None) -> dict:
             continue
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         if result:
+            labels[c] = result.pop(BLAS_KEY)
             times[c] = result
-    return times
+    return times, labels
+
+
+OWN_BLAS_COLUMNS = ("dataflow", "NumPy")   # the columns whose GEMM is NumPy's BLAS
+_HOW = {"env": "the environment as it is",
+        "native": f"{blas_config.CORETYPE} removed: OpenBLAS detects the CPU"}
 
 
 def frameworks_section(repeats: int, quick: bool, with_frameworks: bool,
-                       isolated: bool = False, threads: int | None = None) -> str:
+                       isolated: bool = False, threads: int | None = None,
+                       blas: str = "env") -> str:
+    """The frameworks table; one table per BLAS configuration of ``blas`` (``env``,
+    ``native`` or ``both``, see :mod:`.blas_config`): the dataflow and NumPy columns are
+    measured in each, the peers (their own GEMMs) once, in the caller's environment."""
     columns = COLUMNS if with_frameworks and not quick else COLUMNS[:2]
-    if isolated:
-        times = _times_isolated(columns, repeats, quick, threads)
-    else:
+    configs = blas_config.configurations(blas)
+    if not isolated:
+        if configs != ("env",):
+            raise SystemExit("--blas-coretype native/both needs --isolated (OpenBLAS picks "
+                             "its kernels once, when NumPy loads)")
+        label = blas_config.blas_label()
         times = _times_in_process(columns, repeats, quick)
+        return _frameworks_table(columns, times, {c: f"{blas_config.GEMM_OF.get(c, c)}; "
+                                                  f"{label}" for c in times},
+                                 quick, with_frameworks, isolated, threads)
+    peers = [c for c in columns if c not in OWN_BLAS_COLUMNS]
+    peer_times, peer_labels = _times_isolated(peers, repeats, quick, threads)
+    tables = []
+    for config in configs:
+        times, labels = _times_isolated([c for c in columns if c in OWN_BLAS_COLUMNS],
+                                        repeats, quick, threads, config)
+        times.update(peer_times)
+        labels.update(peer_labels)
+        title = ("" if len(configs) == 1 else
+                 f"BLAS configuration `{config}` ({_HOW[config]}):\n\n")
+        tables.append(title + _frameworks_table(columns, times, labels, quick,
+                                                with_frameworks, isolated, threads))
+    return "\n\n".join(tables)
+
+
+def _frameworks_table(columns, times, labels, quick, with_frameworks, isolated,
+                      threads) -> str:
     cols = [c for c in columns if c in times]
     head = ["| workload | unit | " + " | ".join(cols) + " | " +
             " | ".join(f"{c} / dataflow" for c in cols[1:]) + " |",
-            "|---|---|" + "---|" * (2 * len(cols) - 1)]
+            "|---|---|" + "---|" * (2 * len(cols) - 1),
+            "| GEMM; BLAS kernels loaded | | " + " | ".join(labels.get(c, "?") for c in cols)
+            + " |" + " |" * (len(cols) - 1)]
     rows = []
     ours = times["dataflow"]
     for name in selected_workloads():
@@ -302,6 +354,10 @@ def main(argv=None):
     ap.add_argument("--threads", type=int,
                     help="with --isolated: cap each framework's threads (BLAS, Numba, TF, "
                          "PyTorch) at this many")
+    ap.add_argument("--blas-coretype", choices=blas_config.MODES, default="env",
+                    help="with --isolated: run the dataflow and NumPy workers with the "
+                         "environment as it is (env), without OPENBLAS_CORETYPE (native: "
+                         "OpenBLAS detects the CPU), or both, one table each")
     ap.add_argument("--workloads", help="frameworks section: only these workloads "
                     f"(comma-separated, of {','.join(WORKLOADS)})")
     ap.add_argument("--tracer-steps", type=int, default=60,
@@ -332,7 +388,8 @@ def main(argv=None):
         ("Training workloads before/after the compiled kernels",
          lambda: training_section(args.repeats, args.quick)),
         ("Across frameworks", lambda: frameworks_section(
-            args.repeats, args.quick, not args.no_frameworks, args.isolated, args.threads)),
+            args.repeats, args.quick, not args.no_frameworks, args.isolated, args.threads,
+            args.blas_coretype)),
         ("Imperative programs under each framework's compiler", lambda: tracer_compare.section(
             args.tracer_steps, only=args.tracer_only and set(args.tracer_only.split(",")),
             threads=args.threads)),

@@ -1,6 +1,7 @@
 """Loops compiled by the loop compiler (``dataflow/loopc``) against same-run baselines.
 
     python -m benchmarks.loops [--repeats 7] [--quick] [--only rnn] [--threads 1]
+                               [--blas-coretype env|native|both]
 
 Every figure is a median of interleaved repeats, next to its baseline measured in the
 same run:
@@ -17,6 +18,11 @@ same run:
   first run's extra time over a later run, next to Numba's own start-up in the same
   process (``import numba`` and the first call of a trivial cached function, measured
   first, so the extra is what dataflow adds).
+
+The output names the BLAS kernels the run used (:mod:`benchmarks.blas_config`);
+``--blas-coretype native`` runs the benchmark in a child process without
+``OPENBLAS_CORETYPE`` (OpenBLAS then detects the CPU), ``both`` runs it as it is and then
+so.
 
 ``benchmarks.compare --only loops`` puts the same loops next to TF1 (graph mode,
 control flow v1) and JAX ``jit`` (``lax.while_loop``; gradients through ``lax.scan``,
@@ -38,7 +44,7 @@ import numpy as np
 
 import dataflow as df
 
-from . import workloads
+from . import blas_config, workloads
 
 EAGER = dict(compile_loops="eager")
 OFF = dict(compile_loops=False)
@@ -281,21 +287,50 @@ def main(argv=None):
                     "this (e.g. 'rnn'); implies --no-compile-times")
     ap.add_argument("--threads", type=int, default=0,
                     help="cap NumPy's BLAS pool (shared by compiled loops) at N threads")
+    ap.add_argument("--blas-coretype", choices=blas_config.MODES, default="env",
+                    help="run with the environment as it is (env), in a child process "
+                         "without OPENBLAS_CORETYPE (native), or both, one after the other")
     args = ap.parse_args(argv)
-    print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}\n")
-    print("## Compiled loops against same-run baselines (medians)\n")
+    for config in blas_config.configurations(args.blas_coretype):
+        if config == "native" and blas_config.CORETYPE in os.environ:
+            _run_native(argv)
+        else:
+            _run(args)
+
+
+def _run(args):
+    """The benchmark in this process, with the BLAS it loaded."""
+    print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     if args.threads:
         from threadpoolctl import threadpool_limits
         with threadpool_limits(args.threads, "blas"):
-            rows = loop_rows(args.repeats, args.quick, args.only)
+            rows = _rows(args)
     else:
-        rows = loop_rows(args.repeats, args.quick, args.only)
+        rows = _rows(args)
     print(table(rows))
     print(f"\nload average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     if not args.no_compile_times and not args.only:
         print("\n## Compile times\n")
         print(compile_table(compile_times()))
     print(flush=True)
+
+
+def _rows(args):
+    print(f"BLAS: {blas_config.blas_label()}\n")   # after --threads took effect
+    print("## Compiled loops against same-run baselines (medians)\n", flush=True)
+    return loop_rows(args.repeats, args.quick, args.only)
+
+
+def _run_native(argv):
+    """The same command in a child process without ``OPENBLAS_CORETYPE`` (its kernels are
+    chosen when NumPy loads, so this process cannot switch)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = blas_config.worker_env(os.environ, "native")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    print(flush=True)
+    subprocess.run([sys.executable, "-m", "benchmarks.loops", *argv, "--blas-coretype", "env"],
+                   cwd=root, env=env, check=True)
 
 
 if __name__ == "__main__":

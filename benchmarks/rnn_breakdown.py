@@ -1,6 +1,7 @@
 """Where one step of the compiled tanh RNN goes (T=1000, B=32, H=256, float32), in µs.
 
     python -m benchmarks.rnn_breakdown [--repeats 7] [--threads 1,2]
+    env -u OPENBLAS_CORETYPE python -m benchmarks.rnn_breakdown    # OpenBLAS's own choice
 
 Each part of a step is timed as the generated code runs it -- the helpers of
 :mod:`dataflow.loopc.nbhelpers` called 1000 times inside one Numba function, so no
@@ -25,6 +26,8 @@ from threadpoolctl import threadpool_limits
 import dataflow  # noqa: F401  (the runtime's malloc settings, as in a session)
 from dataflow.loopc.nbhelpers import acc_add, cst, ew1, ew2, gemm, stack_push
 from dataflow.runtime.host_memory import retain_freed_memory
+
+from .blas_config import blas_label
 
 B, H, N = 32, 256, 1000
 
@@ -138,12 +141,13 @@ def _numpy_per_step(fn, repeats):
 
 
 def rows(repeats: int) -> list:
-    """``[(part, compiled µs, NumPy µs or None)]`` with the pool as it is set."""
+    """``[(part, compiled µs or None, NumPy µs or None)]`` with the pool as it is set."""
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((H, H)) * 0.05).astype(np.float32)
     x = rng.standard_normal((B, H)).astype(np.float32)
     h = np.tanh(rng.standard_normal((B, H))).astype(np.float32)
     dz = (0.1 * h).astype(np.float32)
+    wt = np.ascontiguousarray(w.T)
     dw = np.zeros((H, H), np.float32)
     buf = np.empty((N + 2, B, H), np.float32)
     c, n = _per_step, _numpy_per_step
@@ -154,6 +158,12 @@ def rows(repeats: int) -> list:
          n(lambda: h.T @ dz, repeats)),
         ("GEMM dz W^T (dh)", c(_gemm_loop, (dz, w, False, True), repeats),
          n(lambda: dz @ w.T, repeats)),
+        # The same product as NN on a contiguous copy of W^T (what hoisting the transpose
+        # of a loop-invariant W would run; not generated: its bits differ from NT's on
+        # some BLAS paths, see RESULTS.md, issue 13, "Peers: BLAS kernels ...").
+        ("GEMM dz (W^T copy), NN", c(_gemm_loop, (dz, wt, False, False), repeats),
+         n(lambda: dz @ wt, repeats)),
+        ("copy of W^T (256x256), NumPy", None, n(lambda: np.ascontiguousarray(w.T), repeats)),
         ("z + x, array expression", c(_add_loop, (h, x), repeats), n(lambda: h + x, repeats)),
         ("tanh, array expression", c(_tanh_loop, (h,), repeats), n(lambda: np.tanh(h), repeats)),
         ("tanh(z + x), one loop", c(_fused_loop, (h, x), repeats),
@@ -179,7 +189,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     retain_freed_memory()
     counts = [int(t) for t in args.threads.split(",")]
-    print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}\n")
+    print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    print(f"BLAS: {blas_label()}\n")
     table = {}
     for threads in counts:
         with threadpool_limits(threads, "blas"):
@@ -192,7 +203,8 @@ def main(argv=None):
         cells = []
         for t in counts:
             _, ours, theirs = table[t][k]
-            cells += [f"{ours:.2f}", "-" if theirs is None else f"{theirs:.2f}"]
+            cells += ["-" if ours is None else f"{ours:.2f}",
+                      "-" if theirs is None else f"{theirs:.2f}"]
         print(f"| {part} | " + " | ".join(cells) + " |")
 
 

@@ -4,6 +4,8 @@ for what must not happen: the caller's starting buffer, or a value something els
 reads, written over."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import dataflow as df
@@ -220,3 +222,32 @@ def test_a_variable_read_is_not_inlined_past_its_assignment():
                 assert md.compiled_frames == ["while/while_context"], md.interpreted_frames
     np.testing.assert_array_equal(results[0], results[1], err_msg=f"seed {seed}")
     np.testing.assert_allclose(results[0], 2 * (3 * start + 3), err_msg=f"seed {seed}")
+
+
+def test_the_benchmark_sized_rnn_gradient_equals_the_interpreter_bit_for_bit():
+    # The compare suite's rnn_grad shapes (B=32, H=256, float32), whose three products
+    # per step (h @ W, h^T dz, dz W^T) take OpenBLAS's large-matrix and threaded paths
+    # that the small test above never reaches; a max cell, as transcendentals are only
+    # within ulp bounds. The compiled frame calls cblas with the interpreter's transposes.
+    rng, seed = fresh_rng()
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [256, 256])
+        x = df.placeholder(df.float32, [32, 256])
+        _, h = df.while_loop(lambda i, h: i < 12,
+                             lambda i, h: (i + 1, df.maximum(df.matmul(h, w) + x, 0.0)),
+                             (0, df.zeros([32, 256], df.float32)))
+        grads = df.gradients(df.reduce_sum(h), [w, x])
+    feeds = {w: (rng.standard_normal((256, 256)) / 16).astype(np.float32),
+             x: rng.standard_normal((32, 256)).astype(np.float32)}
+    source = _sources(grads, feeds)["gradients/while_context"]
+    # dz W^T with W's transpose as cblas's flag, h^T dz with h's: the interpreter's calls
+    assert re.search(r"gemm\(\w+, \w+, False, True\)", source), source
+    assert re.search(r"gemm\(\w+, \w+, True, False\)", source), source
+    md, compiled, again, interpreted = _run_both(g, grads, feeds)
+    assert md.compiled_frames == ["gradients/while_context", "while/while_context"], \
+        md.interpreted_frames
+    assert np.abs(compiled[0]).max() > 0 and np.isfinite(compiled[0]).all()
+    for c, a, i in zip(compiled, again, interpreted):
+        np.testing.assert_array_equal(c, i, err_msg=f"seed {seed}")
+        np.testing.assert_array_equal(a, i, err_msg=f"seed {seed}")
