@@ -1,5 +1,8 @@
 """benchmarks/tracer.py and benchmarks/tracer_compare.py: the comparisons that decide
 "equal" and "fails", and a tiny run of the tracer table (no other framework imported)."""
+import gc
+import time
+
 import numpy as np
 import pytest
 
@@ -174,3 +177,35 @@ def test_measure_program_compares_a_diverged_way_with_reordered_eager(
 def test_prefix_observations_keeps_per_step_lists_up_to_the_divergence():
     seen = {"proposal_counts": [3, 2, 2, 4], "smoothed_loss": 1.25}
     assert tracer._prefix_observations(seen, 2) == {"proposal_counts": [3, 2]}
+
+
+def _collection_between_two_steps(timer):
+    """Two calls of a no-op step through ``timer`` with a full collection between
+    them; returns how long the collector itself ran (from its own callbacks)."""
+    spans = []
+
+    def measure(phase, info):
+        spans.append(time.perf_counter())
+    step = timer(lambda: None)
+    try:
+        step()
+        gc.callbacks.append(measure)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(measure)
+        step()
+    finally:
+        timer.close()
+    return spans[1] - spans[0]
+
+
+def test_timed_adds_collections_between_steps_to_the_next_step_when_asked():
+    counted = tracer.Timed(count_collections=True)
+    spent = _collection_between_two_steps(counted)
+    assert counted._on_collection not in gc.callbacks      # close() stopped counting
+    assert counted.seconds[1] >= spent * 0.99
+    assert counted.seconds[0] < spent
+    plain = tracer.Timed()
+    spent = _collection_between_two_steps(plain)
+    assert plain.seconds[1] < spent                        # a no-op step, not the collection
