@@ -13,7 +13,12 @@ the stacks and the fetched values (variables, constants and feeds exist before i
 Workloads: the digits MLP Adam step (1797 x 64, 64-64-64-10) and the tanh RNN
 forward + gradient (T steps, batch 32, hidden 256) of ``benchmarks/workloads.py``,
 a nested loop with a cond (forward + gradient), a 10-layer MLP inference, and two
-random programs of the differential tests' generator (``tests/graph_gen.py``).
+random programs of the differential tests' generator (``tests/graph_gen.py``, one flat
+and one starting with a nest of loops and conds) with vectors of 65536 elements
+(:func:`random_array_program`), and the same generator's smallest programs with a loop
+and a cond, whose values are scalars and 2-vectors (there a step's memory is the
+executor's Python objects, a few KiB, which the plan bounds by ``runtime_bytes``
+rather than predicts).
 
 The other tables run steps from their plans (``ConfigProto(plan_memory=True)``):
 
@@ -42,7 +47,8 @@ import dataflow as df
 
 from . import workloads
 
-__all__ = ["WORKLOADS", "measure_step_peak", "planned_run_bytes", "report"]
+__all__ = ["WORKLOADS", "measure_step_peak", "planned_run_bytes", "random_array_program",
+           "report"]
 
 
 def measurement_config():
@@ -143,9 +149,10 @@ def _nested_loop_cond(outer=8, inner=6, batch=64, width=256):
     return g, grad_w, feed, None
 
 
-def _random_program(nested):
+def _random_scalar_program(nested):
     """A fixed program of the differential generator with a while loop and a cond
-    (Hypothesis' smallest such program, found with a fixed seed)."""
+    (Hypothesis' smallest such program, found with a fixed seed): its values are
+    scalars and 2-vectors, so a run's memory is the executor's Python objects."""
     from hypothesis import HealthCheck, find, settings
     from tests.graph_gen import programs, quiet_numpy
     program = find(programs(max_statements=10, nested=nested),
@@ -156,6 +163,46 @@ def _random_program(nested):
     with quiet_numpy():
         g, fetches, feeds = program.build()
     return g, TokenFetches(fetches), feeds, None
+
+
+# The random array programs' vectors: 65536 elements (512 KiB of float64, 256 KiB of int32).
+RANDOM_PROGRAM_SIZE = 1 << 16
+# A random program counts as an array program when its plan's arrays (arena + fetched
+# values) are at least this many times the runtime's own bytes.
+ARRAY_DOMINANCE = 16
+
+
+def random_array_program(nested, size=RANDOM_PROGRAM_SIZE, max_examples=500):
+    """The first program the differential generator draws (derandomized, 10 statements
+    at most, vectors of ``size`` elements; ``nested``: starting with a nest of loops and
+    conds) that has a while loop and a cond and whose plan is mostly arrays (arena +
+    fetched values >= ARRAY_DOMINANCE x its runtime bytes). Chosen on the program and its
+    plan only, before anything runs. Returns ``(program, graph, fetches, feeds)``."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from tests.graph_gen import programs, quiet_numpy
+    found = []
+
+    @settings(database=None, derandomize=True, max_examples=max_examples, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(programs(max_statements=10, nested=nested, size=size))
+    def search(program):
+        if found or "while_loop" not in program.source or "cond(" not in program.source:
+            return
+        with quiet_numpy():
+            g, fetches, feeds = program.build()
+            p = df.memory.plan(TokenFetches(fetches), feed_dict=feeds, graph=g)
+        if p.arena_bytes + p.zones["fetches"] >= ARRAY_DOMINANCE * p.runtime_bytes:
+            found.append((program, g, TokenFetches(fetches), feeds))
+
+    search()
+    if not found:
+        raise ValueError(f"no array program with a loop and a cond in {max_examples} draws")
+    return found[0]
+
+
+def _random_program(nested):
+    _program, g, fetches, feeds = random_array_program(nested)
+    return g, fetches, feeds, None
 
 
 def _deep_mlp(layers=10, batch=512, width=256):
@@ -176,8 +223,10 @@ WORKLOADS = {
     "tanh RNN fwd+grad (T steps, 32 x 256)": _rnn_grad,
     "nested loop with a cond, fwd+grad (8 x 6, 64 x 256)": lambda steps: _nested_loop_cond(),
     "10-layer MLP inference (512 x 256)": lambda steps: _deep_mlp(),
-    "random program (generator, flat)": lambda steps: _random_program(False),
-    "random program (generator, nested)": lambda steps: _random_program(True),
+    "random program (generator, flat, 65536-element vectors)": lambda steps: _random_program(False),
+    "random program (generator, nested, 65536-element vectors)": lambda steps: _random_program(True),
+    "random program (generator, flat, scalars)": lambda steps: _random_scalar_program(False),
+    "random program (generator, nested, scalars)": lambda steps: _random_scalar_program(True),
 }
 
 

@@ -5,7 +5,9 @@ Python *source text* that builds a graph with ``df`` (the builders) and ``cf``
 (the raw primitives), so a failing example prints as a ready-to-run
 reproduction. Programs mix:
 
-* elementwise arithmetic on float64 / int32 scalars and 2-vectors;
+* elementwise arithmetic on float64 / int32 scalars and 2-vectors (``size=n``: vectors
+  of n elements, for programs whose memory is their arrays' rather than Python
+  objects');
 * nests of ``df.cond`` and ``df.while_loop`` (loops in conds in loops ...),
   with random ``parallel_iterations`` and trip counts 0..3 that are bounded by
   an int32 counter, sometimes also by data or ``maximum_iterations``;
@@ -38,7 +40,9 @@ import dataflow as df
 from dataflow.ops import control_flow_ops as cf
 
 FLOAT, INT, BOOL = "float64", "int32", "bool"
-NUMERIC_KINDS = [(FLOAT, ()), (FLOAT, (2,)), (INT, ()), (INT, (2,))]
+# A vector literal of more elements than this is written as an expression of two drawn
+# values (np.linspace / np.resize), not as a list.
+MAX_LIST_LITERAL = 2
 MAX_LOOP_DEPTH = 3
 MAX_TRIPS = 3
 
@@ -109,7 +113,15 @@ class Scope:
         return self.parent is None
 
 
+def numeric_kinds(size=2) -> list:
+    """The (dtype, shape) kinds of the programs' numeric values: scalars and vectors of
+    ``size`` elements."""
+    return [(FLOAT, ()), (FLOAT, (size,)), (INT, ()), (INT, (size,))]
+
+
 def _literal(draw, dtype, shape) -> str:
+    if shape and shape[0] > MAX_LIST_LITERAL:
+        return _long_literal(draw, dtype, shape[0])
     if dtype == FLOAT:
         vals = [draw(st.sampled_from([-2.5, -1.0, -0.5, 0.0, 0.25, 1.0, 1.5, 3.0]))
                 for _ in range(shape[0] if shape else 1)]
@@ -118,11 +130,23 @@ def _literal(draw, dtype, shape) -> str:
     return repr(vals if shape else vals[0])
 
 
+def _long_literal(draw, dtype, n) -> str:
+    """A vector of ``n`` elements from two drawn values (drawing every element would
+    make the source as long as the data)."""
+    if dtype == FLOAT:
+        a, b = (draw(st.sampled_from([-2.5, -1.0, -0.5, 0.0, 0.25, 1.0, 1.5, 3.0]))
+                for _ in range(2))
+        return f"np.linspace({a!r}, {b!r}, {n})"
+    a, b = (draw(st.integers(-3, 4)) for _ in range(2))
+    return f"np.resize(np.array([{a}, {b}], np.int32), {n})"
+
+
 class _Writer:
     """Draws statements and writes them as indented source lines."""
 
-    def __init__(self, draw, budget, nest=()):
+    def __init__(self, draw, budget, nest=(), size=2):
         self.draw = draw
+        self.kinds = numeric_kinds(size)
         self.budget = budget
         self.nest = list(nest)   # statement kinds forced first, each inside the previous
         self.lines: list[str] = []
@@ -218,7 +242,7 @@ class _Writer:
         scope.vars.append(Var(name, dtype, shape, maybe_dead, structured))
 
     def stmt_arith(self, scope, indent):
-        dtype, shape = self.choose(NUMERIC_KINDS)
+        dtype, shape = self.choose(self.kinds)
         src, dead = self.expr(scope, dtype, shape)
         if src.isidentifier():   # a new node, not an alias (aliases would hide placeholders)
             src = f"df.identity({src})"
@@ -236,7 +260,7 @@ class _Writer:
 
     def stmt_diamond(self, scope, indent):
         """Both arms of one Switch joined by a Merge: live iff the inputs are."""
-        dtype, shape = self.choose(NUMERIC_KINDS)
+        dtype, shape = self.choose(self.kinds)
         x, dx = self.operand(scope, dtype, shape)
         p, dp = self.pred(scope)
         n = self.fresh("d")
@@ -250,7 +274,7 @@ class _Writer:
 
     def stmt_half_switch(self, scope, indent):
         """One output of a Switch on a random predicate: dead on one side."""
-        dtype, shape = self.choose(NUMERIC_KINDS + [(BOOL, ())])
+        dtype, shape = self.choose(self.kinds + [(BOOL, ())])
         x, _ = (self.pred(scope) if dtype == BOOL else self.operand(scope, dtype, shape))
         p, _ = self.pred(scope)
         n = self.fresh("h")
@@ -260,7 +284,7 @@ class _Writer:
 
     def stmt_control_dep(self, scope, indent):
         """``y = identity(x)`` after another op: y is dead if either is."""
-        dtype, shape = self.choose(NUMERIC_KINDS)
+        dtype, shape = self.choose(self.kinds)
         x, dx = self.operand(scope, dtype, shape)
         others = scope.visible()
         if not others:
@@ -277,7 +301,7 @@ class _Writer:
         if not others:
             return self.stmt_arith(scope, indent)
         dep = self.choose(others)
-        dtype, shape = self.choose(NUMERIC_KINDS)
+        dtype, shape = self.choose(self.kinds)
         x, dx = self.operand(scope, dtype, shape)
         t, name = self.fresh("trig"), self.fresh("c")
         self.emit(indent, f"with df.control_dependencies([{dep.name}.op]):")
@@ -293,7 +317,7 @@ class _Writer:
     def stmt_cond(self, scope, indent):
         n = self.fresh("")
         p, dp = self.pred(scope)
-        kinds = [self.choose(NUMERIC_KINDS) for _ in range(self.draw(st.integers(1, 2)))]
+        kinds = [self.choose(self.kinds) for _ in range(self.draw(st.integers(1, 2)))]
         dead = dp
         for branch in ("t", "f"):
             inner = scope.child(loop=False)
@@ -335,7 +359,7 @@ class _Writer:
     def stmt_while(self, scope, indent):
         """``i, xs = while_loop(i < limit [and data], body, (0, inits))``."""
         n = self.fresh("")
-        kinds = [self.choose(NUMERIC_KINDS) for _ in range(self.draw(st.integers(1, 2)))]
+        kinds = [self.choose(self.kinds) for _ in range(self.draw(st.integers(1, 2)))]
         gate = None
         if scope.is_root and self.chance(0.2):   # all inits dead together, or all live
             gate, _ = self.pred(scope)
@@ -377,7 +401,7 @@ class _Writer:
         """A loop from the five primitives: count to a limit, accumulating a value."""
         n = self.fresh("")
         frame = f"raw_frame_{n}"
-        dtype, shape = self.choose(NUMERIC_KINDS)
+        dtype, shape = self.choose(self.kinds)
         init, _ = self.expr(scope, dtype, shape, live=True)
         step, _ = self.operand(scope, dtype, shape, live=True)
         count0 = "df.constant(0, df.int32)"
@@ -420,7 +444,7 @@ class _Writer:
 
     def placeholders(self, root):
         for _ in range(self.draw(st.integers(0, 2))):
-            dtype, shape = self.choose(NUMERIC_KINDS + [(BOOL, ())])
+            dtype, shape = self.choose(self.kinds + [(BOOL, ())])
             name = self.fresh("ph")
             self.emit(0, f"{name} = df.placeholder(df.{dtype}, shape={list(shape)})")
             value = repr(self.draw(st.booleans())) if dtype == BOOL else \
@@ -450,14 +474,16 @@ NESTS = [("while", "while"), ("while", "cond", "while"), ("cond", "while", "cond
 
 
 @st.composite
-def programs(draw, max_statements=8, nested=False):
+def programs(draw, max_statements=8, nested=False, size=2):
     """A strategy of small random :class:`Program` s (see the module docstring).
 
     ``nested=True`` starts each program with a nest of loops and conds, 2-3 deep.
+    ``size``: the vectors' length (the same draws for any size, so a program at size
+    2 and at size 65536 differ only in their vectors' lengths).
     """
     budget = draw(st.integers(1, max_statements))
     nest = draw(st.sampled_from(NESTS)) if nested else ()
-    source = _Writer(draw, budget + len(nest), nest).program()
+    source = _Writer(draw, budget + len(nest), nest, size).program()
     return Program(source, fold_constants=draw(st.booleans()))
 
 

@@ -206,7 +206,8 @@ def build_arena_step(run_plan, graph, tensors, targets, feed_tensors, feed_value
         if role == R.MERGE:
             b = mp.tensors.get(op.outputs[0].name)
             if b is not None and b.pinned:
-                merges[gid] = None
+                if b.zone == "fetches":   # a fed Merge's value is dropped: no copy
+                    merges[gid] = None
             elif b is not None:
                 view = view_of(op.outputs[0])
                 if view is not None:

@@ -60,7 +60,8 @@ from . import regions as RG
 from .shapes import infer_step_shapes, stack_of
 
 __all__ = ["ALIGNMENT", "Buffer", "MemoryPlan", "RUNTIME_FLAT_LOOP_BYTES", "RUNTIME_INPUT_BYTES",
-           "RUNTIME_LOOP_BYTES",
+           "RUNTIME_LOOP_BYTES", "RUNTIME_LOOP_NODE_BYTES", "RUNTIME_LOOP_NODE_INPUT_BYTES",
+           "RUNTIME_NODE_BYTES", "RUNTIME_NODE_INPUT_BYTES", "RUNTIME_SEQUENTIAL_LOOP_BYTES",
            "RUNTIME_STACK_ELEM_BYTES", "RUNTIME_STEP_BYTES", "StackUse", "plan",
            "register_view_op", "register_workspace"]
 
@@ -76,21 +77,36 @@ _UPDATE_TYPES = re.compile(r"^(Resource)?Apply|^Assign(Add|Sub)?VariableOp$")
 _VIEW_OPS: set = set()
 
 # The runtime's own bytes per step (see the module docstring), measured with tracemalloc
-# over planned steps (benchmarks.memory, tests/test_flat_schedule.py): what any step
-# allocates besides its values (the Session's per-run objects and the Python objects of
-# the kernel call running at the peak: argument tuples, NumPy views and scalars), the
-# schedule's value list per op input, the executor's state per while loop (frame and
-# iteration objects, their slot lists, ready-list entries), and per stack element the
-# array object and list slot that hold its data. Upper bounds: a planned step measured
-# 0-2.5 KiB under the figure (flat steps) and 0-3 KiB (loops).
+# over planned steps built to vary one count at a time (chains of 1-, 2- and 4-input ops,
+# alone and after a cond; loops in sequence and nested 1-3 deep, bodies of 2 and 66 ops):
+# * per step, what any step allocates besides its values: the Session's per-run objects
+#   and the Python objects of the kernel call running at the peak (argument tuples,
+#   NumPy views and scalars): 2.4-3 KiB on flat steps, up to 4.5 KiB with a Numba kernel's
+#   call objects (softmax cross-entropy), 4.4 KiB on the executor;
+# * a step without control flow runs as a flat schedule: its value list, one register
+#   per op input at most (measured 2-8 B per input);
+# * a step with control flow runs on the executor: its iteration state per node (pending
+#   count, ready-list entry) and per input slot, measured 24 B per node + 16 B per input
+#   in the root frame and about 56 B per one-input node in a loop body (the next
+#   iteration's state is made while the current one lives), counted as 32 + 24;
+# * per loop on the deepest nest of loops, its frame (1.4 KiB measured per level); a loop
+#   that ran and exited before another starts leaves about 250 B;
+# * per stack element, the array object and list slot that hold its data (250 B per
+#   element measured over 3-30 pushes, 155 B over 30-100).
+# Upper bounds on every calibration step (the tests check them on others).
 RUNTIME_STEP_BYTES = 5 << 10
 RUNTIME_INPUT_BYTES = 8
-RUNTIME_LOOP_BYTES = 3584
+RUNTIME_NODE_BYTES = 24
+RUNTIME_NODE_INPUT_BYTES = 16
+RUNTIME_LOOP_NODE_BYTES = 32
+RUNTIME_LOOP_NODE_INPUT_BYTES = 24
+RUNTIME_LOOP_BYTES = 1536
+RUNTIME_SEQUENTIAL_LOOP_BYTES = 256
 # A loop run by a flat loop schedule (dataflow.runtime.loop_schedule: a step whose
-# Switches and Merges are all its loops' own) keeps no frame or iteration objects:
-# its registers are in the value list (RUNTIME_INPUT_BYTES).
+# Switches and Merges are all its loops' own) keeps no frame, iteration or per-node
+# executor state: its registers are in the value list (RUNTIME_INPUT_BYTES per input).
 RUNTIME_FLAT_LOOP_BYTES = 0
-RUNTIME_STACK_ELEM_BYTES = 192
+RUNTIME_STACK_ELEM_BYTES = 256
 
 
 def register_view_op(op_type: str) -> None:
@@ -475,18 +491,35 @@ class _Planner:
         return plan
 
     def _runtime_step_bytes(self) -> int:
-        """The runtime's bytes of a step but its stacks (RUNTIME_* constants): per
-        step, per op input (the schedule's value list), per while loop."""
-        inputs = sum(len(op._inputs) for op in self.time)
-        loops = sum(1 for name in self.frames if name)
-        per_loop = RUNTIME_FLAT_LOOP_BYTES if self._loops_run_flat() else RUNTIME_LOOP_BYTES
-        return RUNTIME_STEP_BYTES + RUNTIME_INPUT_BYTES * inputs + per_loop * loops
+        """The runtime's bytes of a step but its stacks (RUNTIME_* constants): a step
+        without control flow, or whose only control flow is loops a flat loop schedule
+        runs, is a list of kernel calls (a register per op input at most); any other
+        runs on the executor (its state per node and input slot, more in loop bodies,
+        and the frames of the deepest nest of loops)."""
+        ops = list(self.time)
+        no_control_flow = all(op._op_def.role in (R.NORMAL, R.CONTROL_TRIGGER)
+                              for op in ops) and len(self.frames) == 1
+        if no_control_flow or self._loops_run_flat():
+            inputs = sum(len(op._inputs) for op in ops)
+            loops = sum(1 for name in self.frames if name)
+            return (RUNTIME_STEP_BYTES + RUNTIME_INPUT_BYTES * inputs
+                    + RUNTIME_FLAT_LOOP_BYTES * loops)
+        total = RUNTIME_STEP_BYTES
+        for op in ops:
+            frame = self.frame_of.get(op)
+            if frame is not None and frame.name:
+                total += RUNTIME_LOOP_NODE_BYTES + RUNTIME_LOOP_NODE_INPUT_BYTES * len(op._inputs)
+            else:
+                total += RUNTIME_NODE_BYTES + RUNTIME_NODE_INPUT_BYTES * len(op._inputs)
+        loops = [f for name, f in self.frames.items() if name]
+        depth = max((_nesting(f) for f in loops), default=0)
+        return total + RUNTIME_LOOP_BYTES * depth \
+            + RUNTIME_SEQUENTIAL_LOOP_BYTES * (len(loops) - depth)
 
     def _loops_run_flat(self) -> bool:
         """Whether the runtime runs this step's loops by a flat loop schedule: every
         Switch is a loop's (its predicate a LoopCond) and every Merge a loop variable's
-        (an Enter and a NextIteration in). Others run on the executor (its frame and
-        iteration objects: RUNTIME_LOOP_BYTES per loop)."""
+        (an Enter and a NextIteration in). Others run on the executor."""
         for op in self.time:
             if op.type in ("Switch", "RefSwitch") and op.inputs[1].op.type != "LoopCond":
                 return False
@@ -538,6 +571,17 @@ class _Planner:
             b = self.buffer_of.get(t)
             if b is not None and not b.pinned:
                 b.pinned, b.zone = True, "fetches"
+            elif b is not None and b.zone in ("constants", "variables") and b.shape:
+                self._fetched_copy(t, b)
+
+    def _fetched_copy(self, t, storage) -> None:
+        """A fetch that is read-only storage (a constant or a variable's value, or an
+        identity of one) is handed out as a copy (``feeds.fetched_value``): the step
+        makes that copy, so it counts in the fetches zone. It has no tensor of its own:
+        the planned run still reads the storage."""
+        self.buffers.append(Buffer(f"{t.name} (fetched copy)", storage.dtype, storage.shape,
+                                   storage.nbytes, storage.size, "fetches", storage.frame,
+                                   True, producer=t.op))
 
     def _ops_in_order(self):
         return [ev[1] for ev in self.events if ev[0] == "op"]
@@ -886,6 +930,14 @@ class _Planner:
             if fwd in self.frames:
                 return self._trip_count(fwd, user)
         return _constant_bound(name, self.ops, self.frame_of, self.shapes)
+
+
+def _nesting(frame) -> int:
+    """How many loop frames ``frame`` is, counting itself and those around it."""
+    n = 0
+    while frame is not None and frame.name:
+        n, frame = n + 1, frame.parent
+    return n
 
 
 def _itemsize(dtype) -> int:
