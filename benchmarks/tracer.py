@@ -3,7 +3,7 @@ under ``df.function`` (issue 11's co-executing tracer), eagerly, and as the same
 written by hand as a TF1 graph (examples/imperative/tf1_graphs.py).
 
     python -m benchmarks.tracer [--steps 60] [--repeats 3] [--only NAME[,NAME...]]
-                                [--blas-threads N] [--count-collections]
+                                [--blas-threads N] [--uncounted-collections]
 
 Per program it prints steps/s of each way (the steps after the first ``--warmup``
 ones: kernel building, tracing and plan building are not the steady state), the speedup
@@ -34,11 +34,11 @@ Figures are medians over ``--repeats`` runs, the three ways interleaved per repe
 (the machine is shared: read the ratios). ``--blas-threads 1`` caps BLAS's threads
 (threadpoolctl) for the whole run: on a loaded machine a multi-threaded BLAS spinning
 against other processes made the small matmuls of the Transformer programs 4 to 6
-times slower, in every column alike. ``--count-collections`` adds the garbage
-collections that run between two steps to the next step's time: ``df.function`` pauses
-the collector while its step runs, so its collections run at the program's next
-allocation, outside the timed call, where by default they are not counted (eager's
-run inside its steps).
+times slower, in every column alike. The garbage collections that run between two
+steps are added to the next step's time: ``df.function`` pauses the collector while its
+step runs, so its collections run at the program's next allocation, outside the timed
+call (eager's run inside its steps). ``--uncounted-collections`` leaves them out, as
+the rounds before 2026-11-24's fifth did (it flatters ``df.function``).
 """
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def _run_captured(fn):
 
 
 def measure_program(name, steps, warmup, repeats, with_function=None,
-                    count_collections=False) -> dict:
+                    count_collections=True) -> dict:
     """One program's figures: ``{way: {"sps", "equal", "agreement", "divergence",
     "error", "stats"}}`` for the ways ``eager``, ``graph`` and (when available)
     ``function`` (see :func:`divergence`, :func:`agreement`), and when a way's losses
@@ -388,7 +388,7 @@ def _divergence_note(name, f) -> str:
 
 
 def measure(steps=60, warmup=5, repeats=3, only=None, with_function=None,
-            count_collections=False) -> dict:
+            count_collections=True) -> dict:
     """``{program: figures}`` of :func:`measure_program`, programs in PROGRAMS order."""
     return {name: measure_program(name, steps, warmup, repeats, with_function,
                                   count_collections)
@@ -403,9 +403,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="runs per way; medians")
     ap.add_argument("--only", help="comma-separated programs: " + ", ".join(PROGRAMS))
     ap.add_argument("--blas-threads", type=int, help="cap BLAS at this many threads")
-    ap.add_argument("--count-collections", action="store_true",
-                    help="add the garbage collections run between two steps to the next "
-                         "step's time (df.function's run there)")
+    ap.add_argument("--uncounted-collections", action="store_true",
+                    help="leave out the garbage collections run between two steps "
+                         "(df.function's run there; counted by default)")
     args = ap.parse_args(argv)
     only = None if args.only is None else set(args.only.split(","))
     if only is not None and not only <= set(PROGRAMS):
@@ -421,12 +421,13 @@ def main(argv=None):
         limits = threadpool_limits(args.blas_threads, user_api="blas")
     with limits:
         print(format_table(measure(args.steps, args.warmup, args.repeats, only,
-                                   count_collections=args.count_collections)))
+                                   count_collections=not args.uncounted_collections)))
     print(f"\n{args.steps} steps per run, steps/s over steps {args.warmup + 1}..{args.steps}, "
           f"medians of {args.repeats} interleaved runs; losses equal: every step within "
           f"rtol={RTOL}, atol={ATOL}"
           + (f"; BLAS threads {args.blas_threads}" if args.blas_threads else "")
-          + ("; collections between steps counted" if args.count_collections else "")
+          + ("; collections between steps NOT counted" if args.uncounted_collections
+             else "; collections between steps counted")
           + f"; {time.perf_counter() - t0:.0f} s")
 
 
