@@ -621,7 +621,12 @@ def cast_reference(x, target):
         return x != 0
     if target.kind == "i" and x.dtype.kind == "f":
         return np.trunc(x).astype(target)
-    return x.astype(target)
+    y = x.astype(target)
+    if target.kind == "f":
+        # Sessions flush denormals (on by default, as TF does): a normal float64 that is
+        # subnormal in float32 (e.g. 3.5e-44) casts to zero.
+        y = np.where(np.abs(y) < np.finfo(target).tiny, np.copysign(0, y), y).astype(target)
+    return y
 
 
 @SETTINGS
