@@ -309,7 +309,19 @@ def carried_merges(region: Region, forwarded=None) -> dict:
     views: ``forwarded(op)`` is the tensor an op's output is, or None). Each Merge has
     at most one such ``other``, so the copies form chains and at most simple cycles
     (variables swapped or rotated); a cycle has no order in which every Merge reads
-    its value before it is overwritten (the planner's ``merge_saves`` break it)."""
+    its value before it is overwritten (the planner's ``merge_saves`` break it).
+
+    >>> from dataflow.framework.graph_analysis import infer_frames
+    >>> a0, b0 = df.constant([1.0]), df.constant([2.0])
+    >>> _, a, b = df.while_loop(lambda i, a, b: i < 3, lambda i, a, b: (i + 1, b, a),
+    ...                         [df.constant(0), a0, b0])
+    >>> ops = df.get_default_graph().get_operations()
+    >>> frame_of, frames = infer_frames(ops, set())
+    >>> root, region_of, _ = build_regions(ops, frame_of, frames)
+    >>> pairs = carried_merges(root.children[0])
+    >>> sorted((m.name, o.name) for m, o in pairs.items())   # a swap: a cycle of two
+    [('while/Merge_1', 'while/Merge_2'), ('while/Merge_2', 'while/Merge_1')]
+    """
     forwarded = forwarded or _forwarded_input
     merges = _variable_merges(region)
     mine = set(merges)
