@@ -94,12 +94,19 @@ class ArenaStep:
         # its LoopSchedule when it has while loops that fit the flat form (set by the
         # runtime's ArenaCache: dataflow.runtime.loop_schedule)
         self.loop_flat = None
+        # Merges in a cycle of copies (MemoryPlan.merge_saves): source gid -> its save
+        # block (uint8 bytes of the arena) and reader gid -> source gid; ``saved``:
+        # source gid -> (the array it held, that array's copy in the save block)
+        self.saves: dict = {}
+        self.save_of: dict = {}
+        self.saved: dict = {}
 
     def new_run(self):
         """Forget the previous run's reused arrays (the caller holds its results) and
         the copies its stack pushes shared (see ``_retaining``)."""
         self.reused.clear()
         self.reused_arrays.clear()
+        self.saved.clear()
         for memo in self.memos:
             memo.clear()
 
@@ -109,13 +116,15 @@ class ArenaStep:
         fresh array (``pinned``, per run, holds it), later iterations reuse it."""
         view = self.merges[gid]
         checker = self.checker
+        if self.saves:
+            value = self._through_save(gid, value, pinned)
         if checker is not None:
             checker.read(value, f"Merge node {gid}")
         if type(value) is not np.ndarray:
             return value
         if view is None:
-            if value.base is not self.raw:
-                return value
+            if value.base is not self.raw and not _held_by(value, pinned):
+                return value   # not a value this step overwrites: pass it on
             held = pinned.get(gid)
             if held is None or held.shape != value.shape or held.dtype != value.dtype \
                     or not value.flags.c_contiguous:
@@ -134,6 +143,67 @@ class ArenaStep:
         if checker is not None:
             checker.wrote(value, f"Merge node {gid}")
         return value
+
+
+    def _through_save(self, gid, value, pinned):
+        """A Merge of a cycle of copies (see ``saves``): a reader's value is the
+        previous value of a Merge that has since overwritten it, so it is taken from
+        that Merge's save block; a source saves what it holds before it overwrites
+        it."""
+        src = self.save_of.get(gid)
+        if src is not None and type(value) is np.ndarray:
+            held, snap = self.saved.get(src, (None, None))
+            if held is not None and np.may_share_memory(value, held):
+                value = self._saved_view(value, held, snap, gid)
+        save = self.saves.get(gid)
+        if save is not None:
+            held = self.merges[gid]
+            if held is None:
+                held = pinned.get(gid)
+            self.saved[gid] = (None, None) if held is None else (
+                held, _save_copy(held, save, self.raw, self.checker, gid))
+        return value
+
+    def _saved_view(self, value, held, snap, gid):
+        """``value`` (an array over ``held``'s memory) read from ``snap``, the copy of
+        ``held`` in the save block (same strides)."""
+        if value is held:
+            view = snap
+        else:
+            offset = snap.ctypes.data - self.raw.ctypes.data \
+                + value.ctypes.data - held.ctypes.data
+            view = np.ndarray(value.shape, value.dtype, buffer=self.raw, offset=offset,
+                              strides=value.strides)
+        if self.checker is not None:
+            self.checker.alias(view, snap)
+        return view
+
+
+def _save_copy(held, save, raw, checker, gid):
+    """``held`` copied into the arena bytes ``save`` with its own strides (a value
+    placed with other strides keeps them; a Merge's block view covers the block)."""
+    strides = held.strides
+    span = sum((n - 1) * st for n, st in zip(held.shape, strides)) + held.itemsize \
+        if held.size else 0
+    if any(st < 0 for st in strides) or span > save.nbytes:
+        raise errors.InternalError(
+            None, None, f"plan_memory: Merge node {gid}'s value (shape {held.shape}, "
+            f"strides {strides}) does not fit its save block ({save.nbytes} B)")
+    snap = np.ndarray(held.shape, held.dtype, buffer=raw,
+                      offset=save.ctypes.data - raw.ctypes.data, strides=strides)
+    np.copyto(snap, held)
+    if checker is not None:
+        checker.wrote(snap, f"Merge node {gid} (saved)")
+    return snap
+
+
+def _held_by(value, pinned) -> bool:
+    """Whether ``value`` is (a view of) an array a fetched Merge of this run holds and
+    overwrites each iteration: another Merge must copy it, not keep it."""
+    for held in pinned.values():
+        if value is held or value.base is held:
+            return True
+    return False
 
 
 def _place(r, view, raw):
@@ -222,6 +292,11 @@ def build_arena_step(run_plan, graph, tensors, targets, feed_tensors, feed_value
         node_tuples.append(node)
     step = ArenaStep(mp, arena, node_tuples, times, loop_begin, merges, copied, checker,
                      _optimizer_variables(graph.get_operations()))
+    gid_of = {op.name: gid for gid, op in enumerate(run_plan.ops)}
+    for src, (reader, b) in mp.merge_saves.items():
+        if src in gid_of and reader in gid_of:
+            step.saves[gid_of[src]] = arena[b.offset:b.offset + b.nbytes]
+            step.save_of[gid_of[reader]] = gid_of[src]
     step.reused = reused       # the set the kernels above check
     step.memos = list({id(h[0]): h[0] for h in histories.values()}.values())
     # value push gid -> (next push gid, its pair's hint): see _retaining

@@ -254,6 +254,11 @@ class MemoryPlan:
     # The runtime's own host bytes of a step but its stacks' element objects (see
     # RUNTIME_STEP_BYTES): runtime_bytes_for adds those.
     runtime_step_bytes: int = 0
+    # Loop variables' Merges in a cycle of copies (a swap or rotation through
+    # identities): {Merge name: (name of the Merge reading its previous value, the
+    # save Buffer)}. The runtime copies the Merge's previous value into the save block
+    # before the Merge overwrites it, and the reader takes it from there.
+    merge_saves: dict = field(default_factory=dict)
 
     # -- figures ---------------------------------------------------------------------
     def stack_bytes_for(self, trip_counts=None, host=False) -> int:
@@ -471,6 +476,7 @@ class _Planner:
         self.time = {ev[1]: i for i, ev in enumerate(self.events) if ev[0] == "op"}
         self._check_order()
         self._make_buffers()
+        saves = self._merge_saves()
         self._lifetimes()
         blocks, in_place = self._allocate()
         arena = self._layout(blocks)
@@ -488,6 +494,7 @@ class _Planner:
                           {t.name: b for t, b in self.buffer_of.items()},
                           scratch_peak, per_op, lower_live)
         plan.runtime_step_bytes = self._runtime_step_bytes()
+        plan.merge_saves = {src.name: (reader.name, b) for src, (reader, b, _r) in saves.items()}
         return plan
 
     def _runtime_step_bytes(self) -> int:
@@ -674,6 +681,30 @@ class _Planner:
                                 if _UPDATE_TYPES.match(op.type) and "/update_" in op.name}
         return self._opt_scopes
 
+    def _merge_saves(self) -> dict:
+        """``{source Merge: (reader Merge, save Buffer, loop region)}``: a loop
+        variable's Merge copies the value its NextIteration carries into its own block;
+        when that value is another Merge's (``regions.carried_merges``) placed before it
+        in the order, the source has overwritten it already (a cycle: two variables
+        swapped, three rotated). The source's previous value goes to a save block of
+        its size, live for the whole loop, which the reader copies instead."""
+        self._saves = out = {}
+        loops = {id(r): r for r in self.region_of.values() if r.kind == RG.LOOP}
+        for region in loops.values():
+            for reader, src in RG.carried_merges(region, self._forwarded).items():
+                if reader not in self.time or src not in self.time \
+                        or self.time[src] > self.time[reader]:
+                    continue
+                own = self.buffer_of.get(src._outputs[0])
+                if own is None:
+                    continue   # a handle: nothing is copied
+                b = Buffer(f"{src.name}/merge_save", own.dtype, own.shape, own.nbytes,
+                           own.size, own.zone if not own.pinned else "forward", own.frame,
+                           producer=src)
+                self.buffers.append(b)
+                out[src] = (reader, b, region)
+        return out
+
     # -- lifetimes ---------------------------------------------------------------------
     def _lifetimes(self) -> None:
         """first_use / last_use of every buffer, in event times."""
@@ -701,6 +732,8 @@ class _Planner:
             if (merge._op_def.role == R.MERGE and region.kind == RG.LOOP and b is not None
                     and any(t.op._op_def.role == R.NEXT_ITERATION for t in merge._inputs)):
                 b.last_use = region.end if b.last_use is None else max(b.last_use, region.end)
+        for _reader, b, region in self._saves.values():   # live as the loop variable
+            b.first_use, b.last_use = region.begin, region.end
         for b in self.buffers:
             if b.pinned:
                 b.first_use, b.last_use = 0, len(self.events) - 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..framework import op_registry as R
 from ..framework.graph_analysis import switch_diamonds
 
-__all__ = ["RawBranch", "Region", "build_regions", "evaluation_order"]
+__all__ = ["RawBranch", "Region", "build_regions", "carried_merges", "evaluation_order"]
 
 ROOT, LOOP, COND, BRANCH = "root", "loop", "cond", "branch"
 
@@ -278,20 +278,10 @@ def _loop_merges(region: Region, forwarded) -> list:
     (its NextIteration carries that Merge's output, through Switches, identities and
     views: ``forwarded(op)`` is the tensor an op's output is) before that one: each
     copies into its own block, so a Merge must read the value it carries before the
-    other Merge of the iteration overwrites it. (Two Merges carrying each other's
-    values, a swap, keep their order.)"""
-    merges = [op for op in region.ops if op._op_def.role == R.MERGE and any(
-        t.op._op_def.role == R.NEXT_ITERATION for t in op._inputs)]
-    mine = set(merges)
-    carried = {}
-    for m in merges:
-        t = next(t for t in m._inputs if t.op._op_def.role == R.NEXT_ITERATION)
-        for _ in range(len(region.ops) + 1):
-            t = forwarded(t.op) if t is not None and t.op not in mine else t
-            if t is None or t.op in mine:
-                break
-        if t is not None and t.op in mine and t.op is not m:
-            carried[m] = t.op
+    other Merge of the iteration overwrites it. (In a cycle, a swap or rotation, one
+    Merge reads a value already overwritten: the planner gives it a save block.)"""
+    merges = _variable_merges(region)
+    carried = carried_merges(region, forwarded)
     order: list = []
     seen: set = set()
 
@@ -306,6 +296,45 @@ def _loop_merges(region: Region, forwarded) -> list:
     for m in merges:
         visit(m)
     return order
+
+
+def _variable_merges(region: Region) -> list:
+    return [op for op in region.ops if op._op_def.role == R.MERGE and any(
+        t.op._op_def.role == R.NEXT_ITERATION for t in op._inputs)]
+
+
+def carried_merges(region: Region, forwarded=None) -> dict:
+    """``{merge: other}`` for the loop variables' Merges of a loop region whose
+    NextIteration carries another Merge's value (through Switches, identities and
+    views: ``forwarded(op)`` is the tensor an op's output is, or None). Each Merge has
+    at most one such ``other``, so the copies form chains and at most simple cycles
+    (variables swapped or rotated); a cycle has no order in which every Merge reads
+    its value before it is overwritten (the planner's ``merge_saves`` break it).
+
+    >>> from dataflow.framework.graph_analysis import infer_frames
+    >>> a0, b0 = df.constant([1.0]), df.constant([2.0])
+    >>> _, a, b = df.while_loop(lambda i, a, b: i < 3, lambda i, a, b: (i + 1, b, a),
+    ...                         [df.constant(0), a0, b0])
+    >>> ops = df.get_default_graph().get_operations()
+    >>> frame_of, frames = infer_frames(ops, set())
+    >>> root, region_of, _ = build_regions(ops, frame_of, frames)
+    >>> pairs = carried_merges(root.children[0])
+    >>> sorted((m.name, o.name) for m, o in pairs.items())   # a swap: a cycle of two
+    [('while/Merge_1', 'while/Merge_2'), ('while/Merge_2', 'while/Merge_1')]
+    """
+    forwarded = forwarded or _forwarded_input
+    merges = _variable_merges(region)
+    mine = set(merges)
+    carried = {}
+    for m in merges:
+        t = next(t for t in m._inputs if t.op._op_def.role == R.NEXT_ITERATION)
+        for _ in range(len(region.ops) + 1):
+            t = forwarded(t.op) if t is not None and t.op not in mine else t
+            if t is None or t.op in mine:
+                break
+        if t is not None and t.op in mine and t.op is not m:
+            carried[m] = t.op
+    return carried
 
 
 def _forwarded_input(op):
