@@ -326,12 +326,15 @@ class _RunPlan:
         # node key: (op type, attrs key, (stack, n), wiring, fed specs)
         self.checks = [(key[1], key[3], key[4]) for key in (n.key for n in tg.nodes)]
         self.fast_succ = {u: _by_location(succ) for u, succ in tg.succ.items()}
-        # Per node: output specs, feed keys by input slot, dynamic, foldable; and per
-        # node, the Case Selects of its out-edges that have some.
+        # Per node: output specs, feed keys by input slot, dynamic, foldable, the
+        # slots whose Input Feeding other inputs share (None for none); and per node,
+        # the Case Selects of its out-edges that have some.
         self.emit_info = [
             (node.out_specs,
              {slot: step.feed_keys.get((nid, slot)) for slot in range(len(node.inputs))},
-             nid in self.dynamic_nodes, nid in self.foldable)
+             nid in self.dynamic_nodes, nid in self.foldable,
+             frozenset(slot for slot in range(len(node.inputs))
+                       if step.feed_keys.get((nid, slot)) in step.shared_feeds) or None)
             for nid, node in enumerate(tg.nodes)]
         self.selects_from: dict = {}
         for (u, v), selects in step.edge_selects.items():
@@ -523,6 +526,8 @@ class CoRun:
         self._body_out = plan.body_out
         self._body_inputs = plan.body_inputs
         self._entries = plan.entries
+        # Shared Input Feedings sent so far in this step: key -> the tensor sent.
+        self._sent_shared: dict = {}
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
         # for this TraceGraph; and how many ops ran in Python (not matched) so far.
         self.gradient_memo = {} if gradient_memo is None else gradient_memo
@@ -670,7 +675,50 @@ class CoRun:
             if fed is _NO_FEEDS:
                 fed = {}
             fed[slot] = t
+        if fed and self._emit_info[nid][4] is not None and self._feeds_differ(nid, fed):
+            return None              # _match falls back
         return fed
+
+    def _feeds_differ(self, nid, fed) -> bool:
+        """Whether node ``nid``'s fed inputs ``fed`` give an Input Feeding that several
+        inputs share (see generate's ``_share_key``) another value than the one sent
+        for it in this step (or than another of these inputs): the graph would compute
+        with the wrong one, so the op is not matched (a fallback; the new trace tells
+        the generator not to share it)."""
+        _, keys, _, _, shared = self._emit_info[nid]
+        if shared is None:
+            return False
+        sent = self._sent_shared
+        here: dict = {}
+        for slot, t in fed.items():
+            if slot not in shared:
+                continue
+            key = keys[slot]
+            prev = here.get(key)
+            if prev is None:
+                prev = sent.get(key)
+            if prev is not None and not _same_fed_value(prev, t):
+                return True
+            here[key] = t
+        return False
+
+    def _send_feeds(self, keys, shared, fed):
+        """Send ``fed`` (``{slot: tensor}``) with ``keys`` (by slot); a slot in
+        ``shared`` whose Input Feeding was sent already in this step is not sent again
+        (its value was checked equal by :meth:`_feeds_differ`)."""
+        send = self.rv.send
+        if shared is None:
+            for slot, t in fed.items():
+                send(keys[slot], t._value, False)
+            return
+        sent = self._sent_shared
+        for slot, t in fed.items():
+            key = keys[slot]
+            if slot in shared:
+                if key in sent:
+                    continue
+                sent[key] = t
+            send(key, t._value, False)
 
     def _wiring(self, op_type, inputs):
         """Per input, where it comes from (``("n", node, k)``, ``("v", name)`` or
@@ -722,8 +770,12 @@ class CoRun:
                 return got
             if in_loop:
                 nid = None
+        why = f"new op {op_type} after node {cur}"
+        if nid is not None and fed and self._feeds_differ(nid, fed):
+            nid = None
+            why = f"{op_type} after node {cur}: values fed to one Input Feeding differ"
         if nid is None:
-            self._fallback(f"new op {op_type} after node {cur}")
+            self._fallback(why)
             # The new op runs now, recorded at the location just computed.
             self.recorder.replaying(location)
             try:
@@ -742,11 +794,9 @@ class CoRun:
             for key, case in selects[nid]:
                 send(key, case, False)
         self.cur = nid
-        specs, keys, dynamic, foldable = self._emit_info[nid]
+        specs, keys, dynamic, foldable, shared = self._emit_info[nid]
         if fed:
-            send = self.rv.send
-            for slot, t in fed.items():
-                send(keys[slot], t._value, False)
+            self._send_feeds(keys, shared, fed)
         self.matched.append((nid, fed))
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         if dynamic:
@@ -817,7 +867,7 @@ class CoRun:
         if key is None:
             return compute(targets, sources, output_gradients)
         entry = self.gradient_memo.get(key)
-        if entry is not None:
+        if entry is not None and not self._segment_differs(entry[0], tape._ops):
             return self._take_gradient(tape, entry, sid)
         start, reads, python_ops = len(self.matched), len(self.read), self._python_ops
         grads = compute(targets, sources, output_gradients)
@@ -929,11 +979,37 @@ class CoRun:
             h._shape = shape
         return h
 
+    def _segment_differs(self, segment, taped) -> bool:
+        """Whether taking memo ``segment`` would feed a shared Input Feeding two values
+        (see :meth:`_feeds_differ`); then the memo is not taken and its ops are
+        dispatched one by one, which falls back at the op that differs."""
+        emit_info = self._emit_info
+        sent = self._sent_shared
+        here: dict = {}
+        for nid, spec in segment:
+            shared = emit_info[nid][4]
+            if shared is None:
+                continue
+            keys = emit_info[nid][1]
+            for slot, at, t in spec:
+                if slot not in shared:
+                    continue
+                if at is not None:
+                    t = taped[at[0]]._inputs[at[1]]
+                key = keys[slot]
+                prev = here.get(key)
+                if prev is None:
+                    prev = sent.get(key)
+                if prev is not None and not _same_fed_value(prev, t):
+                    return True
+                here[key] = t
+        return False
+
     def _take_segment(self, segment, taped, sid, count):
         """Match the memo's nodes from the node matched last, sending their edges' Case
         Selects and their feeds (an ``(i, j)`` feed: input ``j`` of ``taped[i]`` now)."""
         send = self.rv.send
-        feed_keys = self._feed_keys
+        emit_info = self._emit_info
         edge_selects = self._edge_selects
         matched = self.matched
         cur = self.cur
@@ -949,7 +1025,8 @@ class CoRun:
                     if at is not None:
                         t = taped[at[0]]._inputs[at[1]]
                     fed[slot] = t
-                    send(feed_keys[(nid, slot)], t._value, False)
+                _, keys, _, _, shared = emit_info[nid]
+                self._send_feeds(keys, shared, fed)
             matched.append((nid, fed))
             cur = nid
         self.cur = cur
@@ -977,7 +1054,8 @@ class CoRun:
         if key is None:
             return apply(pairs, global_step, name)
         entry = self.gradient_memo.get(key)
-        if entry is not None and entry[3] is optimizer:
+        if (entry is not None and entry[3] is optimizer
+                and not self._segment_differs(entry[0], _NO_INPUTS)):
             segment, count, returns_op, _ = entry
             self._take_segment(segment, _NO_INPUTS, sid, count)
             if not returns_op:
@@ -1684,6 +1762,22 @@ class CoRun:
                 return None
             owned.append(outs)
         return owned
+
+
+def _same_fed_value(a, b) -> bool:
+    """Whether fed tensors ``a`` and ``b`` carry the same value (the same object, or
+    equal dtype, shape and elements)."""
+    if a is b:
+        return True
+    if a._dtype is not b._dtype:
+        return False
+    va, vb = a._value, b._value
+    if np.shape(va) != np.shape(vb):
+        return False
+    try:
+        return bool(np.array_equal(va, vb, equal_nan=True))
+    except TypeError:      # strings, objects: no NaN
+        return bool(np.array_equal(va, vb))
 
 
 def _fits(spec, pattern) -> bool:

@@ -22,7 +22,11 @@
   runtime's rendezvous. A feed gets the case pivot of its consumer (it is dead, not
   awaited, when the case is not taken) and, as the seed's deadlock rule asks, control
   edges from the Output Fetching ops whose values Python read before it fed this one
-  (through ControlTriggers: the fetched node may be dead in this step).
+  (through ControlTriggers: the fetched node may be dead in this step). Inputs fed
+  one Python tensor in every trace (an optimizer's hyper-parameter fed to each
+  variable's update) after the same fetches share one ``_Recv``: Python sends it at
+  the first of them it meets in a step, and falls back if another of them is then fed
+  a different value (see :func:`_share_key`).
 
 * A folded Python loop (:mod:`.loops`) is one ``while_loop``: its variables start from
   the loop node's inputs, its body is one iteration's ops, and it runs while its
@@ -108,6 +112,9 @@ class StepGraph:
         self.fetch_keys: dict = {}
         self.written: set = set()
         self.dynamic: set = set()    # (node, output) whose shape depends on values
+        # feed_keys values that several fed inputs share (one Input Feeding per
+        # distinct fed value): Python sends each once per step.
+        self.shared_feeds: frozenset = frozenset()
         # Folded loop node id -> (frame name, trip count tensor name, {(body op, input):
         # tensor name of the stacked per-iteration feed}); all fed when Python leaves
         # the loop (see _loop_feeds).
@@ -159,6 +166,7 @@ def generate(tg: TraceGraph, resources: dict, config=None, previous=None) -> Ste
     with g.as_default():
         pivots = _build_case_selects(g, step, switch_cases)
         step._kept = _build_nodes(g, step, tg, order, pivots, kept)
+    step.shared_feeds = _shared_keys(step.feed_keys)
     config = config or ConfigProto()
     if config.retain_host_memory:
         retain_freed_memory()    # as a Session's first step does: no page faults per step
@@ -178,6 +186,14 @@ def generate(tg: TraceGraph, resources: dict, config=None, previous=None) -> Ste
     # scans them all (12-40 ms a few steps after each generation, on the examples).
     gc.collect(1)
     return step
+
+
+def _shared_keys(feed_keys) -> frozenset:
+    """The rendezvous keys that more than one fed input has."""
+    seen, shared = set(), set()
+    for key in feed_keys.values():
+        (shared if key in seen else seen).add(key)
+    return frozenset(shared)
 
 
 def _step_targets(g, gradient_ops) -> list:
@@ -255,9 +271,9 @@ class _Kept:
     and every ordering and deadlock edge is a plain control edge."""
 
     __slots__ = ("graph", "nodes", "num", "built", "handles", "sent", "recvs",
-                 "gradient_ops")
+                 "gradient_ops", "shared")
 
-    def __init__(self, graph, tg, built, handles, sent, recvs, gradient_ops):
+    def __init__(self, graph, tg, built, handles, sent, recvs, gradient_ops, shared):
         self.graph = graph
         self.nodes = tg.nodes          # the list itself: a rebuilt TraceGraph has another
         self.num = len(tg.nodes)
@@ -266,6 +282,9 @@ class _Kept:
         self.sent = sent               # (node id, k) -> its Output Fetching (_Send)
         self.recvs = recvs             # (node id, input) -> its Input Feeding (_Recv)
         self.gradient_ops = gradient_ops
+        # Each Input Feeding several inputs share: their (node id, input), alias, and
+        # the reads before each (the extension keeps it only while these hold).
+        self.shared = shared
 
 
 def _cases_of(switch_cases) -> dict:
@@ -306,7 +325,57 @@ def _extendable(tg, order, cases, kept) -> bool:
             u = owner.get(c)
             if u is not None and not guards[u] <= mine:
                 return False
+    return all(_still_shared(tg, guards, members) for members in kept.shared)
+
+
+def _shared_inputs(tg, recvs) -> list:
+    """Per ``_Recv`` that several fed inputs share, ``((node id, input), alias, reads
+    before the node, shape reads before it)`` for each of them."""
+    users: dict = {}
+    for (v, slot), recv in recvs.items():
+        users.setdefault(recv, []).append((v, slot))
+    return [tuple(((v, slot), tg.feed_alias.get((v, slot)),
+                   frozenset(tg.read_before.get(v, ())),
+                   frozenset(tg.shape_read_before.get(v, ())))
+                  for v, slot in members)
+            for members in users.values() if len(members) > 1]
+
+
+def _still_shared(tg, guards, members) -> bool:
+    """Whether inputs that share an Input Feeding in a kept graph may still share it
+    (see :func:`_share_key`): the same alias and reads before them as when it was
+    built, and the guards of the one that made it (the first) among each one's."""
+    first = members[0][0][0]
+    for (v, slot), alias, read, shape_read in members:
+        if (tg.feed_alias.get((v, slot)) != alias or not guards[first] <= guards[v]
+                or frozenset(tg.read_before.get(v, ())) != read
+                or frozenset(tg.shape_read_before.get(v, ())) != shape_read):
+            return False
     return True
+
+
+def _share_key(tg, v, slot, spec, before):
+    """What fed input ``slot`` of node ``v`` must have in common with another for the
+    two to take one ``_Recv`` (one Input Feeding per distinct fed value): the Python
+    tensor they were fed in every trace (``tg.feed_alias``), the same fetches before
+    them (the deadlock rule's edges into the ``_Recv`` are then right for each: Python
+    sends it at whichever of them it meets first, after the same reads), and the fed
+    spec. None for an input that is never shared. (The ``_Recv`` has the guards of the
+    input that made it, and only inputs with those guards and maybe more take it: it is
+    dead only when all of them are, and live when any of them runs.)"""
+    alias = tg.feed_alias.get((v, slot))
+    if alias is None:
+        return None
+    return (alias, frozenset(before), spec)
+
+
+def _shared_recv(shared, share, mine):
+    """The ``_Recv`` made for inputs with ``share`` (see :func:`_share_key`) whose
+    maker's guards are among ``mine``, or None."""
+    for recv, guards in shared.get(share, ()):
+        if guards <= mine:
+            return recv
+    return None
 
 
 def _build_nodes(g, step, tg, order, pivots, kept=None):
@@ -336,33 +405,47 @@ def _build_nodes(g, step, tg, order, pivots, kept=None):
     # Case Select, none anywhere). See _guards.
     guards: dict = {}
     anc = _ancestors(tg, order)
+    shared: dict = {}       # _share_key -> [(a _Recv they share, its maker's guards)]
     for v in order:
         node = tg.nodes[v]
         guards[v] = mine = _guards(node, pivots.get(v), guards)
         reuse = v < num_kept
+        group = node.op_type in (LOOP_OP, GRADIENT_OP)
+        # The seed's deadlock rule: a feed waits for the fetches Python made before it.
+        before = ()
+        if ("f",) in node.inputs:
+            before = set(tg.read_before.get(v, ()))
+            before.update(out for out in tg.shape_read_before.get(v, ())
+                          if out in step.dynamic)
         inputs, feeds = [], []
         for slot, src in enumerate(node.inputs):
             kind = src[0]
             if reuse:
                 if kind == "f":
                     recv = recvs[(v, slot)]
-                    step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE,
-                                                     recv.get_attr("tensor_name"))
-                    feeds.append(recv)
+                    name = recv.get_attr("tensor_name")
+                    step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
+                    if name == f"feed_{v}_{slot}":  # its own (or one it made to share)
+                        feeds.append(recv)
             elif kind == "n":
                 inputs.append(built[src[1]].outputs[src[2]])
             elif kind == "v":
                 inputs.append(_variable(g, tg, handles, src[1]))
             else:
                 dtype, shape = node.feed_specs[slot]
-                name = f"feed_{v}_{slot}"
-                recv = _recv(g, name, dtype, TensorShape(shape))
-                step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE, name)
+                share = None if group else _share_key(tg, v, slot, node.feed_specs[slot],
+                                                      before)
+                recv = None if share is None else _shared_recv(shared, share, mine)
+                if recv is None:    # a new Input Feeding: its pivot and deadlock edges
+                    recv = _recv(g, f"feed_{v}_{slot}", dtype, TensorShape(shape))
+                    feeds.append(recv)
+                    if share is not None:
+                        shared.setdefault(share, []).append((recv, mine))
+                step.feed_keys[(v, slot)] = _key(PYTHON_DEVICE, GRAPH_DEVICE,
+                                                 recv.get_attr("tensor_name"))
                 recvs[(v, slot)] = recv
-                feeds.append(recv)
                 inputs.append(recv.outputs[0])
         pivot = pivots.get(v)
-        group = node.op_type in (LOOP_OP, GRADIENT_OP)
         if reuse:
             op = built[v]
             if not group:
@@ -388,11 +471,7 @@ def _build_nodes(g, step, tg, order, pivots, kept=None):
         if pivot is not None:
             for recv in feeds:
                 recv._add_control_input(pivot)
-        # The seed's deadlock rule: a feed waits for the fetches Python made before it.
         if feeds:
-            before = set(tg.read_before.get(v, ()))
-            before.update(out for out in tg.shape_read_before.get(v, ())
-                          if out in step.dynamic)
             for u, k in sorted(before):
                 done = _fetch_done(g, sends, u, k, guards[u] <= mine)
                 for recv in feeds:
@@ -425,7 +504,8 @@ def _build_nodes(g, step, tg, order, pivots, kept=None):
                                            send.get_attr("tensor_name"))
     if pivots or tg.loops:
         return None
-    return _Kept(g, tg, built, handles, sent, recvs, step.gradient_ops)
+    return _Kept(g, tg, built, handles, sent, recvs, step.gradient_ops,
+                 _shared_inputs(tg, recvs))
 
 
 def _build_loop(g, step, v, node, ext, pivot):

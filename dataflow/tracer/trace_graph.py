@@ -23,7 +23,7 @@ Switch-Case, and each generated op reads exactly the tensors it read when traced
 from __future__ import annotations
 
 from .loops import LOOP_OP, fold_loops
-from .trace import Trace, TraceOp, WRITING_VARIABLE_OPS
+from .trace import GRADIENT_OP, Trace, TraceOp, WRITING_VARIABLE_OPS
 
 __all__ = ["TraceGraph", "Node", "START", "END", "CycleError"]
 
@@ -101,6 +101,10 @@ class TraceGraph:
         # What graph generation inferred per node (see generate._note_dynamic_shapes),
         # kept for the next generation: a node's ops and inputs never change once merged.
         self.inferred: dict = {}
+        # (node id, input) fed -> the (node id, input) that first fed the same Python
+        # tensor in every trace through both (itself where the traces disagree): the
+        # generator gives such inputs one Input Feeding (see :meth:`_note_feed_aliases`).
+        self.feed_alias: dict = {}
 
     def merge(self, trace: Trace) -> bool:
         """Add ``trace`` (its loops folded, :func:`~.loops.fold_loops`); True if it
@@ -198,7 +202,34 @@ class TraceGraph:
                         changed = True
         for name, handle in trace.variables.items():
             self.variables.setdefault(name, handle)
-        return changed
+        return self._note_feed_aliases(trace, ids) or changed
+
+    def _note_feed_aliases(self, trace, ids) -> bool:
+        """Note which fed inputs of ``trace`` (by ``ids``, its node ids) were fed one
+        Python tensor (the same object: an optimizer's hyper-parameter fed to every
+        variable's update); True if an input fed like an earlier one in every trace so
+        far was not in this one (the graph that shares their Input Feeding must change).
+        Only plain nodes' inputs are shared (folded loops and gradient nodes feed their
+        own). An alias is kept only while every trace agrees on it, so a graph step's
+        check that the values sent agree fails only after a program changed them."""
+        aliases = self.feed_alias
+        first: dict = {}       # id of a fed tensor -> (node id, input) it fed first
+        broken = False
+        for j, op in enumerate(trace.ops):
+            if not op.feed_ids or op.op_type in (LOOP_OP, GRADIENT_OP):
+                continue
+            for q, fid in enumerate(op.feed_ids):
+                if fid is None:
+                    continue
+                here = (ids[j], q)
+                origin = first.setdefault(fid, here)
+                old = aliases.get(here)
+                if old is None:
+                    aliases[here] = origin
+                elif old != origin:
+                    broken = broken or old != here
+                    aliases[here] = here
+        return broken
 
     def _check_acyclic(self, new_nodes, new_edges):
         succ: dict = {}
