@@ -15,6 +15,11 @@ before. ``import dataflow`` installs :func:`attach` as the runtime's loop compil
     md.compiled_frames      # ['while/while_context']
     md.interpreted_frames   # {frame name: why it ran interpreted}
 
+A frame whose generated function would exceed ``codegen.MAX_STATEMENTS`` statements
+(Numba's compile time grows with the square of its size) runs interpreted, listed with
+that reason, and its nested frames are compiled on their own. Structurally identical
+frames share one generated module and its machine code.
+
 Switches: ``df.ConfigProto(compile_loops=False)`` (or ``DATAFLOW_COMPILE_LOOPS=0``)
 off; ``compile_loops="eager"`` compiles before a frame's first run instead of
 interpreting it while a thread compiles.

@@ -46,6 +46,13 @@ _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 # A scalar constant as _literal writes it: used in place, not assigned to a variable.
 _SCALAR_LITERAL = re.compile(r"^np\.\w+\(-?(\d[\d.e+-]*|np\.nan|np\.inf)\)$")
 TICK_MASK = 4095
+# The most statements a generated function may have; a larger frame runs interpreted
+# (its nested frames are tried on their own). Numba's compile time grows with the
+# square of a function's size (LLVM's SROA pass over every variable in every block):
+# measured on the loaded 2-core host, about 70 us x statements^2, i.e. 2 s at 150, 6 s
+# at 300, 15 s at 520, 62 s at 840; second-order gradient frames of nested loops reach
+# 1000 and more. The largest frames of the lowering tests have 580 statements.
+MAX_STATEMENTS = 600
 
 
 class Unsupported(Exception):
@@ -415,6 +422,13 @@ class _Gen:
                       [self.control_live(c) for c in e._control_inputs])
                  for e in loop.enters]
         every, some = _and(lives), _or(lives)
+        if _dead_without_loop_variables(loop):
+            # Its invariant Enters fire in every iteration of this frame, its loop
+            # variables' only when the body runs: the last iteration (the predicate
+            # false) gives it live invariants and dead loop variables, and then every
+            # op of it is dead and it is never entered. Only loop variables decide.
+            some = _or([live for e, live in zip(loop.enters, lives)
+                        if not e.get_attr("is_constant")])
         exit_vars = self.exit_vars(loop, ind)
         if every == "False":
             for x in loop.exits:
@@ -781,6 +795,34 @@ def _accumulators(loop) -> dict:
     return out
 
 
+def _dead_without_loop_variables(loop) -> bool:
+    """Whether every op of ``loop`` (nested frames included, their invariant Enters
+    aside) is downstream, by data or control edges inside the frame, of a loop
+    variable's Enter. Then an instance of the frame whose loop-variable Enters are dead
+    runs nothing live, whatever its invariant Enters are: the interpreter gives dead
+    Exits and no effect. Graphs built by ``while_loop`` have this shape (an op reading
+    only invariants gets a control input from the loop's pivot, as in TF1); a raw
+    frame with an op fed by invariants alone does not, and keeps the run-time check."""
+    members = set()
+
+    def gather(frame):
+        members.update(_all_ops(frame))
+        members.update(op for var in frame.loop_vars for op in var[1:])
+        for child in frame.children.values():
+            gather(child)
+    gather(loop)
+    reached = set()
+    todo = [e for e in loop.enters if not e.get_attr("is_constant")]
+    while todo:
+        op = todo.pop()
+        for c in [c for t in op._outputs for c in t._consumers] + op._control_outputs:
+            if c in members and c not in reached:
+                reached.add(c)
+                todo.append(c)
+    return all(op in reached for op in members
+               if not (op._op_def.role == R.ENTER and op.get_attr("is_constant")))
+
+
 def _all_ops(loop):
     yield from loop.ops
     yield from loop.exits
@@ -846,5 +888,10 @@ def generate(loop) -> FrameSource:
     raises :class:`Unsupported` naming what it cannot express."""
     gen = _Gen(loop)
     lines, results = gen.generate()
+    if len(lines) - 1 > MAX_STATEMENTS:
+        raise Unsupported(
+            f"too large to compile: {len(lines) - 1} statements, over the limit of "
+            f"{MAX_STATEMENTS} (dataflow.loopc.codegen.MAX_STATEMENTS; Numba's compile "
+            "time grows with the square of a function's size)")
     source = "\n".join(lines) + "\n"
     return FrameSource(loop.name, source, list(zip(gen.param_names, gen.params)), results)
