@@ -149,7 +149,9 @@ class LoopSchedule:
                 kind, fn, args, out_reg, outs, fetch, drop, gid = entry
                 if kind == _KERNEL:
                     n = len(args)
-                    # Direct calls for the common arities: no list, no *args.
+                    # Direct calls for the common arities: no list, no *args. Written out
+                    # here as in FlatSchedule.run: a shared helper would cost one more
+                    # Python call per kernel on the hot path.
                     if n == 2:
                         out = fn(vals[args[0]], vals[args[1]])
                     elif n == 1:

@@ -693,13 +693,8 @@ class CoRun:
         for slot, t in fed.items():
             if slot not in shared:
                 continue
-            key = keys[slot]
-            prev = here.get(key)
-            if prev is None:
-                prev = sent.get(key)
-            if prev is not None and not _same_fed_value(prev, t):
+            if _feed_conflicts(here, sent, keys[slot], t):
                 return True
-            here[key] = t
         return False
 
     def _send_feeds(self, keys, shared, fed):
@@ -996,13 +991,8 @@ class CoRun:
                     continue
                 if at is not None:
                     t = taped[at[0]]._inputs[at[1]]
-                key = keys[slot]
-                prev = here.get(key)
-                if prev is None:
-                    prev = sent.get(key)
-                if prev is not None and not _same_fed_value(prev, t):
+                if _feed_conflicts(here, sent, keys[slot], t):
                     return True
-                here[key] = t
         return False
 
     def _take_segment(self, segment, taped, sid, count):
@@ -1762,6 +1752,19 @@ class CoRun:
                 return None
             owned.append(outs)
         return owned
+
+
+def _feed_conflicts(here: dict, sent: dict, key, t) -> bool:
+    """Whether ``t`` is another value than the one this shared Input Feeding ``key``
+    already carries in this check (``here``) or was sent in this step (``sent``);
+    otherwise ``t`` is recorded in ``here`` for the inputs that follow."""
+    prev = here.get(key)
+    if prev is None:
+        prev = sent.get(key)
+    if prev is not None and not _same_fed_value(prev, t):
+        return True
+    here[key] = t
+    return False
 
 
 def _same_fed_value(a, b) -> bool:
