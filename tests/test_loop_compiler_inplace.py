@@ -32,19 +32,26 @@ def _run_both(graph, fetches, feeds):
     return md, compiled, again, interpreted
 
 
+def _max_cell_rnn_gradient(rng, batch, hidden, steps):
+    """``(graph, [dW, dx], feeds)`` of ``sum(h_T)`` for ``h = max(h @ W + x, 0)`` run
+    ``steps`` times (W scaled by 1/sqrt(hidden) so h stays of order one)."""
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [hidden, hidden])
+        x = df.placeholder(df.float32, [batch, hidden])
+        _, h = df.while_loop(lambda i, h: i < steps,
+                             lambda i, h: (i + 1, df.maximum(df.matmul(h, w) + x, 0.0)),
+                             (0, df.zeros([batch, hidden], df.float32)))
+        grads = df.gradients(df.reduce_sum(h), [w, x])
+    feeds = {w: (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32),
+             x: rng.standard_normal((batch, hidden)).astype(np.float32)}
+    return g, grads, feeds
+
+
 def test_the_rnn_gradient_accumulates_in_place_and_equals_the_interpreter():
     # A cell without transcendentals (those are within ulp bounds, not bit for bit).
     rng, seed = fresh_rng()
-    g = df.Graph()
-    with g.as_default():
-        w = df.placeholder(df.float32, [16, 16])
-        x = df.placeholder(df.float32, [4, 16])
-        _, h = df.while_loop(lambda i, h: i < 7,
-                             lambda i, h: (i + 1, df.maximum(df.matmul(h, w) + x, 0.0)),
-                             (0, df.zeros([4, 16], df.float32)))
-        grads = df.gradients(df.reduce_sum(h), [w, x])
-    feeds = {w: (rng.standard_normal((16, 16)) / 4).astype(np.float32),
-             x: rng.standard_normal((4, 16)).astype(np.float32)}
+    g, grads, feeds = _max_cell_rnn_gradient(rng, batch=4, hidden=16, steps=7)
     source = _sources(grads, feeds)["gradients/while_context"]
     assert source.count("acc_add(") == 2, source      # dW and dx
     md, compiled, again, interpreted = _run_both(g, grads, feeds)
@@ -230,16 +237,7 @@ def test_the_benchmark_sized_rnn_gradient_equals_the_interpreter_bit_for_bit():
     # that the small test above never reaches; a max cell, as transcendentals are only
     # within ulp bounds. The compiled frame calls cblas with the interpreter's transposes.
     rng, seed = fresh_rng()
-    g = df.Graph()
-    with g.as_default():
-        w = df.placeholder(df.float32, [256, 256])
-        x = df.placeholder(df.float32, [32, 256])
-        _, h = df.while_loop(lambda i, h: i < 12,
-                             lambda i, h: (i + 1, df.maximum(df.matmul(h, w) + x, 0.0)),
-                             (0, df.zeros([32, 256], df.float32)))
-        grads = df.gradients(df.reduce_sum(h), [w, x])
-    feeds = {w: (rng.standard_normal((256, 256)) / 16).astype(np.float32),
-             x: rng.standard_normal((32, 256)).astype(np.float32)}
+    g, grads, feeds = _max_cell_rnn_gradient(rng, batch=32, hidden=256, steps=12)
     source = _sources(grads, feeds)["gradients/while_context"]
     # dz W^T with W's transpose as cblas's flag, h^T dz with h's: the interpreter's calls
     assert re.search(r"gemm\(\w+, \w+, False, True\)", source), source

@@ -100,6 +100,9 @@ class ArenaStep:
         self.saves: dict = {}
         self.save_of: dict = {}
         self.saved: dict = {}
+        # a loop variable's value push gid -> (its next push gid, the pair's hint): set
+        # by build_arena_step, read by the flat loop schedule (see _retaining)
+        self.history_pairs: dict = {}
 
     def new_run(self):
         """Forget the previous run's reused arrays (the caller holds its results) and

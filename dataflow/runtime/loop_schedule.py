@@ -431,7 +431,7 @@ class _Builder:
                 src = self.slot_regs.get((id(self.frame_of[gid]), node[2]))
                 if out is not None and src is not None:
                     carried[out] = src
-        for value_gid, (next_gid, hint) in getattr(self.step, "history_pairs", {}).items():
+        for value_gid, (next_gid, hint) in self.step.history_pairs.items():
             hint.pop("take", None)
             frame = self.frame_of[value_gid]
             if frame is not self.frame_of[next_gid] or frame.parent is not self.plan.root:
