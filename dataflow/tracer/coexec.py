@@ -315,7 +315,7 @@ class _RunPlan:
 
     __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
                  "fast_succ", "checks", "body_sids", "body_out", "body_inputs",
-                 "emit_info", "selects_from", "entries")
+                 "emit_info", "selects_from", "entries", "simple")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -340,6 +340,8 @@ class _RunPlan:
         for (u, v), selects in step.edge_selects.items():
             if selects:
                 self.selects_from.setdefault(u, {})[v] = selects
+        self.simple = [_simple_node(tg.nodes[nid], self.checks[nid], self.emit_info[nid])
+                       for nid in range(self.num_nodes)]
         self.body_sids = {loop: tuple(intern_stack(b.stack) for b in spec.body)
                           for loop, spec in tg.loops.items()}
         # Body ops' output specs as handles show them (no shape where it is dynamic).
@@ -465,6 +467,34 @@ def _loop_entries_by_location(tg, body_sids) -> dict:
     return out
 
 
+def _simple_node(node, check, emit_info):
+    """What :meth:`CoRun.dispatch` checks inline (:func:`_emit_simple`) for a node that
+    most ops of a steady step match -- no shape known only from values, no small-int
+    folding, attributes of plain types -- as ``(attributes as a dict, wiring, fed specs,
+    output specs, feed keys, shared feed slots)``; None for any other node (it takes
+    :meth:`CoRun._fits` and :meth:`CoRun._emit`).
+
+    Comparing the op's attribute dict with the node's in one ``==`` is
+    :func:`_same_attrs` for plain values (both compare them with ``==``)."""
+    attrs_key, wiring, feed_specs = check
+    specs, keys, dynamic, foldable, shared = emit_info
+    if dynamic or foldable:
+        return None
+    attrs = {}
+    for item in attrs_key:     # a folded loop's or a gradient's key is no item list
+        if type(item) is not tuple or len(item) != 2 or not _plain(item[1]):
+            return None
+        attrs[item[0]] = item[1]
+    return attrs, tuple(wiring), tuple(feed_specs), tuple(specs), keys, shared
+
+
+def _plain(value) -> bool:
+    """A value of a plain attribute type, or a tuple of such values."""
+    if type(value) is tuple:
+        return all(_plain(v) for v in value)
+    return type(value) in _PLAIN_ATTRS
+
+
 def _run_plan(tg, step) -> _RunPlan:
     plan = getattr(step, "_coexec_plan", None)
     if plan is None or plan.num_nodes != len(tg.nodes):
@@ -485,6 +515,78 @@ class _WeakOutputs(list):
     def __iter__(self):
         for r in list.__iter__(self):
             yield r()
+
+
+def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
+    """:meth:`CoRun._fits` then :meth:`CoRun._emit` for a node with a ``simple`` record
+    (:func:`_simple_node`), in one call: the op (its outputs handles) when it has the
+    node's attributes and inputs, else None (the general path decides)."""
+    want_attrs, wiring, feed_specs, specs, keys, shared = simple
+    try:
+        if attrs != want_attrs:
+            return None
+    except (ValueError, TypeError):     # an array-valued attribute: the general path
+        return None
+    if len(inputs) != len(wiring):
+        return None
+    fed = None
+    slot = 0
+    for t in inputs:
+        src = wiring[slot]
+        if type(t) is Handle:
+            if t._run is not run or src[0] != "n" or src[1] != t._node \
+                    or src[2] != t._value_index:
+                return None
+        elif not isinstance(t, EagerTensor):
+            return None
+        elif src[0] == "v":
+            if t._dtype is not _RESOURCE or variable_name(t) != src[1]:
+                return None
+        elif src[0] != "f" or t._dtype is _RESOURCE:
+            return None
+        else:
+            value = t._value
+            if (t._dtype, value.shape if type(value) is np.ndarray
+                    else np.shape(value)) != feed_specs[slot]:
+                return None
+            if fed is None:
+                fed = {}
+            fed[slot] = t
+        slot += 1
+    if fed is not None and shared is not None and run._feeds_differ(nid, fed):
+        return None
+    selects = run._selects_from.get(cur)
+    if selects is not None and nid in selects:
+        send = run.rv.send
+        for key, case in selects[nid]:
+            send(key, case, False)
+    run.cur = nid
+    if fed is None:
+        run.matched.append((nid, _NO_FEEDS))
+    else:
+        run._send_feeds(keys, shared, fed)
+        run.matched.append((nid, fed))
+    op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
+    handles = run.handles
+    if len(specs) == 1:
+        dt, shape = specs[0]
+        h = Handle(run, nid, 0, dt, shape, op)
+        handles[(nid, 0)] = weakref.ref(h)
+        op._outputs = [h]
+    else:
+        outs = []
+        for k, (dt, shape) in enumerate(specs):
+            h = Handle(run, nid, k, dt, shape, op)
+            handles[(nid, k)] = weakref.ref(h)
+            outs.append(h)
+        op._outputs = outs
+    run._last_op = id(op)
+    if _eager.RECORDERS:
+        for record in _eager.RECORDERS:
+            record(op)
+    else:
+        op._inputs = _NO_INPUTS
+    return op
 
 
 class CoRun:
@@ -526,6 +628,7 @@ class CoRun:
         self._body_out = plan.body_out
         self._body_inputs = plan.body_inputs
         self._entries = plan.entries
+        self._simple = plan.simple
         # Shared Input Feedings sent so far in this step: key -> the tensor sent.
         self._sent_shared: dict = {}
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
@@ -609,8 +712,15 @@ class CoRun:
             if attrs is None:
                 attrs = {}
             if run._loop is None:
-                nid = run._fast_succ[run.cur].get((op_type, sid, n))
+                cur = run.cur
+                nid = run._fast_succ[cur].get((op_type, sid, n))
                 if nid is not None:
+                    simple = run._simple[nid]
+                    if simple is not None:
+                        op = _emit_simple(run, graph, op_type, inputs, attrs, name, nid,
+                                          simple, cur)
+                        if op is not None:
+                            return op
                     fed = run._fits(nid, inputs, attrs)
                     if fed is not None:
                         return run._emit(graph, op_type, inputs, attrs, name, nid, fed)
