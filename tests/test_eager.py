@@ -290,3 +290,20 @@ def test_python_number_constants_keep_their_sign_and_checks(eager):
         df.constant(1.5, dtype=df.int32)
     with pytest.raises(TypeError):
         df.constant(2 ** 40, dtype=df.int32)
+
+
+@pytest.mark.parametrize("dtype", [df.int32, df.int64])
+def test_short_integer_lists_convert_as_the_general_path_does(dtype):
+    """Shape and axis lists of Python ints take a fast path in convert_value: the same
+    arrays and the same errors as NumPy's checked conversion."""
+    from dataflow.framework.convert import convert_value
+    info = np.iinfo(dtype.as_numpy_dtype)
+    for value in ([], [3], (4, -1, 8), [info.min, 0, info.max], list(range(16)),
+                  [True, 2], [np.int64(5), 6], list(range(17))):
+        got = convert_value(value, dtype)
+        want = np.asarray(value).astype(dtype.as_numpy_dtype)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    for bad in ([info.max + 1], (info.min - 1, 0), [1.5, 2]):
+        with pytest.raises(TypeError):
+            convert_value(bad, dtype)

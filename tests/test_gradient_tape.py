@@ -210,3 +210,47 @@ def test_minimize_takes_a_loss_function_eagerly(eager):
     for _ in range(3):
         opt.minimize(lambda: df.square(w))
     assert float(w) == pytest.approx(3.0 * 0.5 ** 3)
+
+
+# Functions where one tensor feeds several consumers, so its gradient is a sum of terms
+# whose float32 rounding depends on their order (no transcendental: kernels compute the
+# same bits in both modes, fused or not).
+SUM_ORDER = {
+    "four_consumers": lambda x: df.reduce_sum(x * 1.0 + x * -1.0 + x * 1.0 + x * 1e-7),
+    "select_and_square": lambda x: df.reduce_sum(
+        df.where(x > 0.0, x * 3.0, -x) + x * x * 0.5 + df.maximum(x, 0.25) * 1e-3),
+    "shared_through_matmul": lambda x: df.reduce_sum(
+        df.matmul(x, df.transpose(x)) * 1e-4 + x * 7.0 - x * 6.999),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUM_ORDER))
+def test_graph_gradients_sum_terms_in_the_tapes_order(name, eager, rng):
+    """df.gradients adds the terms reaching one tensor as the tape does (the latest
+    consumer's first), so both give the same bits, not only close values."""
+    fn = SUM_ORDER[name]
+    value = (rng.standard_normal((4, 4)) * 1e3).astype(np.float32)
+    with df.Graph().as_default():
+        x = df.constant(value)
+        graph_grad = df.gradients(fn(x), [x])[0]
+        with df.Session() as sess:
+            expected = sess.run(graph_grad)
+    x = df.constant(value)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), expected)
+
+
+def test_graph_gradient_terms_are_added_latest_consumer_first(graph):
+    """The order matters on these values: breadth-first from the loss would add the
+    terms as ((1e-7 + 1) + 1) - 1 = 1.0; the tape's order, ((1e-7 + 1) - 1) + 1, keeps
+    the 1e-7."""
+    x = df.constant(np.float32(2.0))
+    y = x * 1.0 + x * -1.0 + x * 1.0 + x * 1e-7
+    (g,) = df.gradients(y, [x])
+    with df.Session() as sess:
+        got = sess.run(g)
+    a, b, c, d = (np.float32(v) for v in (1.0, -1.0, 1.0, 1e-7))
+    assert got == ((d + c) + b) + a == np.float32(1.0000001)
+    assert got != ((d + c) + a) + b

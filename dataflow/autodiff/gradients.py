@@ -244,6 +244,9 @@ def _backward(ys, xs, grad_ys, stop_ops):
     grads: dict = {}
     for y, gy in zip(ys, grad_ys):
         grads.setdefault(y, []).append(_initial_grad(y, gy))
+    # Per tensor, the ids of the ops whose gradients made its terms (aligned with
+    # grads[t] while every term came from a consumer): see _in_tape_order.
+    makers: dict = {}
 
     # First in, first out (as TF): a loop's Exits are all processed, so every loop
     # Switch gets its first (Exit-side) gradient, before any body gradient reaches it.
@@ -259,14 +262,28 @@ def _backward(ys, xs, grad_ys, stop_ops):
             ready.append(y.op)
     while ready:
         op = ready.popleft()
-        in_grads = _input_grads(op, grads, stop_ops, loop_state)
+        in_grads = _input_grads(op, grads, stop_ops, loop_state, makers)
         for t, gi in zip(_inputs_of(op), in_grads):
             if gi is not None and _backpropagatable(t):
                 grads.setdefault(t, []).append(gi)
+                makers.setdefault(t, []).append(op._id)
         _update_pending(op, between_set, pending, ready, grads, loop_state)
     if loop_state is not None:
         _patch_ignored_loop_variables(loop_state)
-    return [_aggregate(grads.get(x)) for x in xs]
+    return [_aggregate(_in_tape_order(grads.get(x), makers.get(x))) for x in xs]
+
+
+def _in_tape_order(terms, made_by):
+    """The gradient terms reaching one tensor in the order a ``GradientTape`` adds them:
+    by the op that made each, latest-created first (the tape walks its ops back from
+    the last recorded), terms of one op in input order. The same program differentiated
+    by the tape and by ``gradients`` then rounds its sums alike (float addition is not
+    associative). Terms that did not all come from consumers (a loop's zeros, a second
+    visit of a loop Switch) keep the order they came in."""
+    if terms is None or len(terms) < 2 or made_by is None or len(made_by) != len(terms):
+        return terms
+    order = sorted(range(len(terms)), key=lambda i: -made_by[i])
+    return [terms[i] for i in order]
 
 
 def _update_pending(op, between_set, pending, ready, grads, loop_state):
@@ -360,7 +377,7 @@ def _patch_ignored_loop_variables(loop_state):
             b_merge.op._update_input(1, nxt)
 
 
-def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
+def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state, makers=None):
     """Build the gradients of ``op``'s inputs from its (summed) output gradients.
 
     The sum is built where the output gradients live (for an Exit: the enclosing
@@ -369,10 +386,13 @@ def _input_grads(op: Operation, grads: dict, stop_ops: set, loop_state):
     """
     entered = loop_state.enter_grad_context(op, before=True) if loop_state else []
     try:
-        out_grads = [_aggregate(grads.get(t)) for t in op._outputs]
+        out_grads = [_aggregate(_in_tape_order(grads.get(t), makers and makers.get(t)))
+                     for t in op._outputs]
         for t, gr in zip(op._outputs, out_grads):
             if gr is not None:  # summed once: a loop Switch's second visit reuses it
                 grads[t] = [gr]
+                if makers:
+                    makers.pop(t, None)
         if op not in stop_ops and get_gradient_function(op) is not None:
             out_grads = [_dense_for(op, gr) for gr in out_grads]
     finally:

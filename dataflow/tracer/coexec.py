@@ -315,7 +315,7 @@ class _RunPlan:
 
     __slots__ = ("num_nodes", "out_specs", "dynamic_nodes", "foldable", "shape_cache",
                  "fast_succ", "checks", "body_sids", "body_out", "body_inputs",
-                 "emit_info", "selects_from", "entries", "simple")
+                 "emit_info", "selects_from", "entries", "simple", "body_recs")
 
     def __init__(self, tg, step):
         self.num_nodes = len(tg.nodes)
@@ -352,6 +352,12 @@ class _RunPlan:
         self.body_inputs = {loop: [_body_plan(tg.nodes[loop], spec, b) for b in spec.body]
                             for loop, spec in tg.loops.items()}
         self.entries = _loop_entries_by_location(tg, self.body_sids)
+        # Per folded loop, per body op: what _loop_next checks, in one tuple.
+        self.body_recs = {loop: [(b.op_type, self.body_sids[loop][j],
+                                  _plain_attrs(b.attrs_key), b.attrs_key,
+                                  self.body_inputs[loop][j])
+                                 for j, b in enumerate(spec.body)]
+                          for loop, spec in tg.loops.items()}
 
 
 # Attribute value types whose equality agrees with their hash (so equal values are what
@@ -480,12 +486,21 @@ def _simple_node(node, check, emit_info):
     specs, keys, dynamic, foldable, shared = emit_info
     if dynamic or foldable:
         return None
+    attrs = _plain_attrs(attrs_key)
+    if attrs is None:
+        return None
+    return attrs, tuple(wiring), tuple(feed_specs), tuple(specs), keys, shared
+
+
+def _plain_attrs(attrs_key):
+    """A node's attributes key as a dict, when every value is plain (see
+    :func:`_simple_node`); else None."""
     attrs = {}
     for item in attrs_key:     # a folded loop's or a gradient's key is no item list
         if type(item) is not tuple or len(item) != 2 or not _plain(item[1]):
             return None
         attrs[item[0]] = item[1]
-    return attrs, tuple(wiring), tuple(feed_specs), tuple(specs), keys, shared
+    return attrs
 
 
 def _plain(value) -> bool:
@@ -629,6 +644,7 @@ class CoRun:
         self._body_inputs = plan.body_inputs
         self._entries = plan.entries
         self._simple = plan.simple
+        self._body_recs = plan.body_recs
         # Shared Input Feedings sent so far in this step: key -> the tensor sent.
         self._sent_shared: dict = {}
         # Gradient computations matched in earlier steps (see :meth:`gradient`), valid
@@ -1493,15 +1509,19 @@ class CoRun:
         it is not; :meth:`_match` then decides (leaving the loop, or a fallback)."""
         state = self._loop
         loop, spec, j, t = state
-        starts = j == len(spec.body)     # the first op of the next iteration
+        recs = self._body_recs[loop]
+        starts = j == len(recs)     # the first op of the next iteration
         if starts:
             j = 0
-        b = spec.body[j]
-        if b.op_type != op_type or self._body_sids[loop][j] != sid:
+        want_type, want_sid, want_attrs, attrs_key, plan = recs[j]
+        if want_type != op_type or want_sid != sid:
             return None
-        if not _same_attrs(attrs, b.attrs_key):
+        try:      # one dict comparison settles plain attributes (see _simple_node)
+            same = want_attrs is not None and attrs == want_attrs
+        except (ValueError, TypeError):
+            same = False
+        if not same and not _same_attrs(attrs, attrs_key):
             return None
-        plan = self._body_inputs[loop][j]
         if len(inputs) != len(plan):
             return None
         this, previous = self._iteration_nodes
@@ -1682,10 +1702,10 @@ class CoRun:
         state = self._loop
         loop, spec, j, t = state
         state[2] = j + 1
-        b = spec.body[j]
         nk = (loop, j, t)
         self._iteration_nodes[0][j] = nk
         if fed:
+            b = spec.body[j]
             body_feeds = self.step.loop_keys[loop][2]
             send = self.rv.send
             for q, tensor in fed.items():
@@ -1707,12 +1727,19 @@ class CoRun:
         self._body_locations[nk] = location
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
         handles = self.handles
-        outs = []
-        for k, (dt, shape) in enumerate(self._body_out[loop][j]):
-            h = Handle(self, nk, k, dt, shape, op)
-            handles[(nk, k)] = weakref.ref(h)
-            outs.append(h)
-        op._outputs = outs
+        specs = self._body_out[loop][j]
+        if len(specs) == 1:
+            dt, shape = specs[0]
+            h = Handle(self, nk, 0, dt, shape, op)
+            handles[(nk, 0)] = weakref.ref(h)
+            op._outputs = [h]
+        else:
+            outs = []
+            for k, (dt, shape) in enumerate(specs):
+                h = Handle(self, nk, k, dt, shape, op)
+                handles[(nk, k)] = weakref.ref(h)
+                outs.append(h)
+            op._outputs = outs
         self._last_op = id(op)
         if _eager.RECORDERS:
             for record in _eager.RECORDERS:
