@@ -279,8 +279,11 @@ def _in_tape_order(terms, made_by):
     the last recorded), terms of one op in input order. The same program differentiated
     by the tape and by ``gradients`` then rounds its sums alike (float addition is not
     associative). Terms that did not all come from consumers (a loop's zeros, a second
-    visit of a loop Switch) keep the order they came in."""
+    visit of a loop Switch) keep the order they came in, and so do sparse terms alone
+    (concatenated, not added: nothing rounds, and TF1 gives its rows in this order)."""
     if terms is None or len(terms) < 2 or made_by is None or len(made_by) != len(terms):
+        return terms
+    if all(isinstance(gr, IndexedSlices) for gr in terms):
         return terms
     order = sorted(range(len(terms)), key=lambda i: -made_by[i])
     return [terms[i] for i in order]
