@@ -240,14 +240,14 @@ class _Builder:
         self.plan = plan
         self.selects = selects
         self.nodes = plan.node_tuples
-        self.initial: list = []      # register -> value known at build time (else None)
-        self.known: list = []        # register -> value known at build time
+        self.initial: list = []      # register -> its value at the start of a run
+        self.known: list = []        # register -> whether that value is known (else None)
         self.derived: list = []      # register -> computed from a Case Select
         self.inputs = [None] * plan.root.num_slots   # slot -> register or DEAD
         self.filled = [False] * plan.root.num_slots
         self.pending = plan.root.pending[:]
         self.dead = [0] * len(self.pending)
-        self.calls: list = []        # (fn, args, out, outs, gid, kind, key), in order
+        self.calls: list = []        # (fn, args, out, gid, kind, key), in order
 
     def _register(self, value=None, known=False, derived=False) -> int:
         self.initial.append(value)
@@ -297,9 +297,9 @@ class _Builder:
             elif role == SEND:   # runs even when dead: the dead bit is sent
                 key = _rendezvous_key(self.plan, gid)
                 if node_dead:
-                    self.calls.append((None, (), -1, (), gid, _SEND_DEAD, key))
+                    self.calls.append((None, (), -1, gid, _SEND_DEAD, key))
                 else:
-                    self.calls.append((None, (self._slot(base),), -1, (), gid, _SEND, key))
+                    self.calls.append((None, (self._slot(base),), -1, gid, _SEND, key))
             elif role == RECV:
                 if not node_dead:
                     out, dead = self._recv(gid)
@@ -325,7 +325,7 @@ class _Builder:
             out = self._register()
         else:
             out = tuple(self._register() for _ in range(nout))
-        self.calls.append((fn, args, out, (), gid, None, None))
+        self.calls.append((fn, args, out, gid, None, None))
         return out
 
     def _recv(self, gid):
@@ -334,7 +334,7 @@ class _Builder:
             value, dead = got
             return (None, True) if dead else (self._register(value, True, True), False)
         out = self._register()
-        self.calls.append((None, (), out, (), gid, _RECV, _rendezvous_key(self.plan, gid)))
+        self.calls.append((None, (), out, gid, _RECV, _rendezvous_key(self.plan, gid)))
         return out, False
 
     def _deliver(self, edges, out, nout, node_dead, ready):
@@ -391,7 +391,7 @@ class _Builder:
         the call that reads it last (a value leaves the step as early as it does on
         the executor, which clears a node's inputs once it ran)."""
         last_read: dict = {}
-        for p, (_fn, args, _out, _outs, _gid, _kind, _key) in enumerate(self.calls):
+        for p, (_fn, args, _out, _gid, _kind, _key) in enumerate(self.calls):
             for r in args:
                 if not self.known[r]:
                     last_read[r] = p
@@ -399,7 +399,7 @@ class _Builder:
         for r, p in last_read.items():
             dies_after.setdefault(p, []).append(r)
         entries = []
-        for p, (fn, args, out, _outs, gid, kind, key) in enumerate(self.calls):
+        for p, (fn, args, out, gid, kind, key) in enumerate(self.calls):
             outs = ()
             if type(out) is tuple:
                 outs = tuple((k, r) for k, r in enumerate(out)
