@@ -34,6 +34,8 @@ as the values sent so far let it, and at the end of the step. Both sides share t
 interpreter lock, so a thread of its own would only add hand-overs: a graph thread
 started at the first Output Fetching measured 2.9x slower per step than running inline
 on the SDPoint program, whose gradient reads shapes between every pair of layers.
+A step whose graph is first advanced at its end (Python read nothing from it) runs the
+graph as a flat list of kernel calls instead (:mod:`.flat_step`).
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ from ..framework.op_registry import get_op_def
 from ..framework.tensor_shape import TensorShape
 from ..runtime.executor import Executor
 from ..runtime.rendezvous import LocalRendezvous
+from .flat_step import flat_steps_of
 from .generate import GRAPH_DEVICE, PYTHON_DEVICE, ShapeOnly
 from .location import Locator, intern_stack, stack_of
 from .trace import (_RECORDED, GRADIENT_OP, TraceRecorder, TracedTensor, feed_slice_bounds,
@@ -625,6 +628,11 @@ class CoRun:
         self._executor = Executor(step.plan, None, None, self.rv, ready_order)
         self._started = False
         self._graph_complete = False
+        # Whether the graph may run as a flat list of calls when it is first advanced
+        # at the end of the step (flat_step.py); a test-only ready order keeps the
+        # executor (it randomises the executor's order).
+        self._flat_allowed = ready_order is None
+        self.ran_flat = False
         # Looked up once per op in dispatch: bound here once per step.
         plan = _run_plan(tg, step)
         self._succ = tg.succ
@@ -666,15 +674,27 @@ class CoRun:
         self.dispatch = self._dispatcher()
 
     # -- the graph side ---------------------------------------------------------------------
-    def _advance_graph(self):
+    def _advance_graph(self, at_end=False):
         """Run the graph side on this thread as far as the values sent so far let it
-        (a failure is kept in ``graph_error`` and cancels the rendezvous)."""
-        if self._graph_complete or self.graph_error is not None:
+        (a failure is kept in ``graph_error`` and cancels the rendezvous).
+
+        First advanced ``at_end`` of the step (Python read nothing from it), the graph
+        has every value it will get: it runs as a flat list of kernel calls when its
+        graph has one (:mod:`.flat_step`), and the executor is not used in the step."""
+        if self._graph_complete or self.graph_error is not None or self.ran_flat:
             return
         executor = self._executor
         try:
             if not self._started:
                 self._started = True
+                if at_end and self._flat_allowed:
+                    flat = flat_steps_of(self.step)
+                    if flat.possible:
+                        complete = flat.run(self.rv)
+                        if complete is not None:
+                            self.ran_flat = True
+                            self._graph_complete = complete
+                            return
                 executor.start()
             self._graph_complete = executor.advance()
         except Exception as exc:  # noqa: BLE001 - handed to the Python side
@@ -1329,7 +1349,7 @@ class CoRun:
             self._fallback("path ends early")
             return
         self._take_edge(self.cur, END)
-        self._advance_graph()
+        self._advance_graph(at_end=True)
         for ref in list(self.handles.values()):
             h = ref()
             if h is not None and not h.has_value():
