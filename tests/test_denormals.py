@@ -381,3 +381,35 @@ def test_the_blas_pool_is_set_once_per_session_not_twice_per_step(monkeypatch):
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(a @ b))
             assert calls == [True]
         assert calls == [True, False]
+
+
+def test_a_flushing_session_under_a_one_thread_limit_wakes_no_blas_worker(monkeypatch):
+    # A worker woken to set its mode spins for milliseconds afterwards, taking a core
+    # from the caller: under a one-thread limit no BLAS call reaches the workers, so
+    # neither the session's first step nor its close wakes them; raising the limit
+    # later sets them at the next step, and closing puts every thread set back.
+    from dataflow.runtime import denormals
+    reached = []
+    real = float_env._OpenBLAS.on_every_thread
+    monkeypatch.setattr(float_env._OpenBLAS, "on_every_thread",
+                        lambda lib, job, n: reached.append(n) or real(lib, job, n))
+    monkeypatch.setattr(denormals, "_pool", denormals._BlasPool())
+    for lib in float_env._openblas_libraries():
+        monkeypatch.setattr(lib, "known", None)
+    a, b = blas_pair()
+    with threadpool_limits(limits=2, user_api="blas"):
+        ieee = a @ b
+    with df.Graph().as_default():
+        ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
+        out = df.matmul(ap, bp)
+        with threadpool_limits(limits=1, user_api="blas"):
+            with session(True) as sess:
+                for _ in range(3):
+                    same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
+        assert reached and set(reached) == {1}        # the caller's share only
+        reached.clear()
+        with threadpool_limits(limits=2, user_api="blas"):
+            with session(True) as sess:
+                same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
+                assert reached and set(reached) == {2}    # the worker now runs BLAS too
+            same_bits(a @ b, ieee)                        # and is back to IEEE

@@ -115,7 +115,8 @@ class _BlasPool:
 
     def enter(self, flush: bool, holder=None):
         with self.lock:
-            if self.active == 0 and self.flushing is not flush:
+            if self.active == 0 and (self.flushing is not flush
+                                     or not float_env.blas_threads_in_mode(flush)):
                 float_env.set_blas_threads_flush(flush)
                 self.flushing = flush
             self.active += 1

@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 
 __all__ = ["count_subnormals", "flush_denormals_on_this_thread", "in_callers_mode",
-           "set_blas_threads_flush", "supported", "thread_flushes"]
+           "set_blas_threads_flush", "supported", "thread_flushes", "blas_threads_in_mode"]
 
 # Control-register bits that make up "flush": FTZ | DAZ on x86-64, FZ on aarch64.
 _X86_BITS = (1 << 15) | (1 << 6)
@@ -278,6 +278,12 @@ class _OpenBLAS:
         lib = ctypes.CDLL(path)
         self.path = path
         self.num_threads = ctypes.c_int.in_dll(lib, "blas_num_threads")
+        # How many threads a BLAS call uses now (openblas_set_num_threads and
+        # threadpoolctl lower it below the pool's size); the pool size where not exported.
+        try:
+            self.cpu_number = ctypes.c_int.in_dll(lib, "blas_cpu_number")
+        except ValueError:
+            self.cpu_number = self.num_threads
         run = lib.blas_level1_thread
         run.restype = ctypes.c_int
         run.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long,
@@ -286,13 +292,18 @@ class _OpenBLAS:
                         ctypes.c_int]
         self.run = run
         self.alpha = (ctypes.c_double * 2)()
-        # (flush, pool size) after the last complete set: a pool that has not grown
-        # since (a new thread takes its creator's mode) needs no second job.
+        # (flush, threads) after the last complete set: the first ``threads`` threads of
+        # the pool (the caller's share first) are in that mode; a pool whose calls have
+        # not grown past them since needs no second job.
         self.known = None
 
-    def on_every_thread(self, job: int) -> int:
-        """Run ``job`` once per job slot; returns how many slots there were."""
-        n = max(int(self.num_threads.value), 1)
+    def active_threads(self) -> int:
+        """How many threads a BLAS call of this library runs on now (the caller's too)."""
+        return max(min(int(self.cpu_number.value), int(self.num_threads.value)), 1)
+
+    def on_every_thread(self, job: int, n: int) -> int:
+        """Run ``job`` once on each of ``n`` job slots (the calling thread and n - 1 of
+        the pool's threads); returns ``n``."""
         self.run(_BLAS_PTHREAD, n, 0, 0, ctypes.addressof(self.alpha), None, 0, None, 0,
                  None, 0, job, n)
         return n
@@ -333,11 +344,14 @@ def _warn_once(key, why):
 
 
 def set_blas_threads_flush(enabled: bool, force: bool = False) -> list:
-    """Set (``enabled``) or clear the flush-to-zero mode on every thread of each loaded
-    OpenBLAS pool (the calling thread too: OpenBLAS runs one share of the work on it).
-    Returns, per library, whether all its threads flushed before (a pool this function
-    set before and that has not grown since is not woken again unless ``force``, which
-    reads every thread's mode back); the calling thread's
+    """Set (``enabled``) or clear the flush-to-zero mode on the threads of each loaded
+    OpenBLAS pool that its calls run on now (the calling thread too: OpenBLAS runs one
+    share of the work on it), and when the mode changes, on every thread an earlier set
+    reached; threads beyond a threadpoolctl limit stay asleep (see
+    :func:`_threads_to_set`). Returns, per library, whether all the threads reached
+    flushed before (a pool this function set before and whose calls have not grown past
+    the threads set is not woken again unless ``force``, which reads every thread's mode
+    back); the calling thread's
     own mode is left as it was (set it with :func:`flush_denormals_on_this_thread`).
     A pool whose threads
     could not all be reached (another thread was running BLAS at the time: retried; or
@@ -360,8 +374,33 @@ def set_blas_threads_flush(enabled: bool, force: bool = False) -> list:
     return results
 
 
+def _threads_to_set(lib, enabled, force) -> int:
+    """How many of ``lib``'s threads a set of mode ``enabled`` must reach: those its calls
+    run on now, and, when it changes the mode, every thread an earlier set reached; 0
+    when they are all in that mode already. Threads that calls do not reach (a pool
+    limited by threadpoolctl) are left asleep: waking them costs more than the step
+    (each spins for milliseconds after the job, taking a core from the caller), and
+    they are set when a step first runs with more threads."""
+    active = lib.active_threads()
+    known = lib.known
+    if known is None:
+        return max(active, int(lib.num_threads.value)) if force else active
+    if known[0] == enabled:
+        if known[1] >= active and not force:
+            return 0
+        return max(active, known[1])
+    return max(active, known[1])
+
+
+def blas_threads_in_mode(enabled: bool) -> bool:
+    """Whether every OpenBLAS thread that a BLAS call reaches now is known to be in mode
+    ``enabled`` (a set with :func:`set_blas_threads_flush` would wake none)."""
+    return all(_threads_to_set(lib, enabled, False) == 0 for lib in _openblas_libraries())
+
+
 def _set_pool(native, lib, enabled, force) -> bool:
-    if not force and lib.known == (enabled, lib.num_threads.value):
+    n_set = _threads_to_set(lib, enabled, force)
+    if n_set == 0:
         return enabled
     lib.known = None
     native.blas_mask.value = native.bits
@@ -369,7 +408,7 @@ def _set_pool(native, lib, enabled, force) -> bool:
     before = None
     for _attempt in range(3):
         native.blas_count.value = 0
-        n = lib.on_every_thread(native.blas_job)
+        n = lib.on_every_thread(native.blas_job, n_set)
         reports = min(int(native.blas_count.value), _MAX_BLAS_THREADS)
         seen = {native.blas_seen[2 * i]: native.blas_seen[2 * i + 1] for i in range(reports)}
         if before is None:     # the worker threads' modes (pthread_self() is get_ident())
