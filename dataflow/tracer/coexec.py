@@ -478,21 +478,21 @@ def _loop_entries_by_location(tg, body_sids) -> dict:
 
 def _simple_node(node, check, emit_info):
     """What :meth:`CoRun.dispatch` checks inline (:func:`_emit_simple`) for a node that
-    most ops of a steady step match -- no shape known only from values, no small-int
-    folding, attributes of plain types -- as ``(attributes as a dict, wiring, fed specs,
-    output specs, feed keys, shared feed slots)``; None for any other node (it takes
-    :meth:`CoRun._fits` and :meth:`CoRun._emit`).
+    most ops of a steady step match -- no small-int folding, attributes of plain types
+    -- as ``(attributes as a dict, wiring, fed specs, output specs, feed keys, shared
+    feed slots, whether an output's shape depends on values)``; None for any other node
+    (it takes :meth:`CoRun._fits` and :meth:`CoRun._emit`).
 
     Comparing the op's attribute dict with the node's in one ``==`` is
     :func:`_same_attrs` for plain values (both compare them with ``==``)."""
     attrs_key, wiring, feed_specs = check
     specs, keys, dynamic, foldable, shared = emit_info
-    if dynamic or foldable:
+    if foldable:
         return None
     attrs = _plain_attrs(attrs_key)
     if attrs is None:
         return None
-    return attrs, tuple(wiring), tuple(feed_specs), tuple(specs), keys, shared
+    return attrs, tuple(wiring), tuple(feed_specs), tuple(specs), keys, shared, dynamic
 
 
 def _plain_attrs(attrs_key):
@@ -539,7 +539,7 @@ def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
     """:meth:`CoRun._fits` then :meth:`CoRun._emit` for a node with a ``simple`` record
     (:func:`_simple_node`), in one call: the op (its outputs handles) when it has the
     node's attributes and inputs, else None (the general path decides)."""
-    want_attrs, wiring, feed_specs, specs, keys, shared = simple
+    want_attrs, wiring, feed_specs, specs, keys, shared, dynamic = simple
     try:
         if attrs != want_attrs:
             return None
@@ -551,11 +551,11 @@ def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
     slot = 0
     for t in inputs:
         src = wiring[slot]
-        if type(t) is Handle:
-            if t._run is not run or src[0] != "n" or src[1] != t._node \
-                    or src[2] != t._value_index:
+        tt = type(t)
+        if tt is Handle and t._run is run:
+            if src[0] != "n" or src[1] != t._node or src[2] != t._value_index:
                 return None
-        elif not isinstance(t, EagerTensor):
+        elif tt is not EagerTensor and not isinstance(t, EagerTensor):
             return None
         elif src[0] == "v":
             if t._dtype is not _RESOURCE or variable_name(t) != src[1]:
@@ -585,6 +585,8 @@ def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
         run._send_feeds(keys, shared, fed)
         run.matched.append((nid, fed))
     op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
+    if dynamic:
+        specs = _cached_python_side_shapes(op, nid, specs, run._dynamic, run._shape_cache)
     handles = run.handles
     if len(specs) == 1:
         dt, shape = specs[0]
