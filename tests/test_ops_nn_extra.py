@@ -331,3 +331,17 @@ def test_mean_squared_error_gradient_is_float32(graph):
         g, zv = sess.run([df.gradients(loss, [z])[0], z])
     w = np.array([[1.0], [0.0], [2.0]])
     np.testing.assert_allclose(g, 2 * (zv - y) * w / 8, rtol=1e-5, atol=1e-7)
+
+
+def test_l2_loss_is_one_op_as_in_tf1(graph):
+    value_x = np.array([[3.0, -4.0], [1e-3, 2.0]], np.float32)
+    x = df.constant(value_x)
+    loss = df.nn.l2_loss(x)
+    assert loss.op.type == "L2Loss" and loss.shape.as_list() == [] and loss.dtype is df.float32
+    (grad,) = df.gradients(loss, [x])
+    with df.Session() as sess:
+        value, g = sess.run([loss, grad])
+    assert value == np.float32(np.sum(np.square(value_x)) * np.float32(0.5))
+    np.testing.assert_array_equal(g, value_x)
+    with pytest.raises(TypeError, match="L2Loss.*floating point"):
+        df.nn.l2_loss(df.constant([1, 2]))

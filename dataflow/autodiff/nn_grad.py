@@ -29,6 +29,11 @@ def _softplus_grad(op, grad):
     return [grad * math_ops.sigmoid(op.inputs[0])]
 
 
+@RegisterGradient("L2Loss")
+def _l2_loss_grad(op, grad):
+    return [op.inputs[0] * grad]
+
+
 @RegisterGradient("Softmax")
 def _softmax_grad(op, grad):
     # J^T g for the softmax Jacobian diag(y) - y y^T, row by row.

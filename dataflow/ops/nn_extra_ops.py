@@ -1,7 +1,7 @@
 """More of ``tf.nn`` and TF1's clipping ops, under TF1's names and formulas.
 
 ``sparse_softmax_cross_entropy_with_logits`` is an op of its own (loss and backprop in one
-kernel, as TF); the rest are composed from existing ops exactly as TF1 composes them,
+kernel, as TF), and so is ``l2_loss`` (TF1's ``L2Loss``); the rest are composed from existing ops exactly as TF1 composes them,
 so their gradients (and their behaviour at ties and zeros) follow from those ops':
 ``clip_by_value`` is ``maximum(minimum(t, hi), lo)``, ``clip_by_norm`` guards the zero
 norm with a select, ``moments`` stops the gradient through the mean inside the variance.
@@ -22,6 +22,7 @@ from ..framework.convert import convert_to_tensor
 from ..framework.graph import Tensor, get_default_graph, name_scope
 from ..framework.indexed_slices import IndexedSlices
 from ..framework.op_registry import register_op
+from ..framework.tensor_shape import TensorShape
 from . import array_ops, math_ops
 
 __all__ = ["sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits",
@@ -107,15 +108,22 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
                             math_ops.log1p(math_ops.exp(neg_abs_logits)))
 
 
+@register_op("L2Loss")
+def _l2_loss_infer(op):
+    (t,) = op.inputs
+    if not t.dtype.is_floating:
+        raise TypeError(f"L2Loss '{op.name}': t must be floating point, got {t.dtype.name}")
+    return [(t.dtype, TensorShape([]))]
+
+
 def l2_loss(t, name=None):
-    """``sum(t ** 2) / 2`` (a scalar).
+    """``sum(t ** 2) / 2`` (a scalar), one ``L2Loss`` op as in TF1.
 
     >>> df.Session().run(l2_loss(df.constant([3.0, 4.0])))
     np.float32(12.5)
     """
     t = convert_to_tensor(t)
-    with name_scope(name or "L2Loss"):
-        return math_ops.reduce_sum(math_ops.square(t)) * 0.5
+    return get_default_graph().create_op("L2Loss", [t], name=name or "L2Loss").outputs[0]
 
 
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):

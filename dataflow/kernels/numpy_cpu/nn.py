@@ -24,6 +24,14 @@ def _softmax_xent(logits, labels):
     return loss, np.exp(log_p) - labels
 
 
+def _l2_loss(t):
+    # Halving is exact: sum(t^2) * 0.5 is TF's sum(t^2 / 2) bit for bit (no underflow).
+    return t.dtype.type(np.sum(np.square(t)) * t.dtype.type(0.5))
+
+
+register_kernel("L2Loss")(const(_l2_loss))
+
+
 # Relu, Elu and Softplus are rows of the elementwise op table (registered by numpy_cpu.math).
 for _t, _f in {"Softmax": _softmax, "LogSoftmax": _log_softmax}.items():
     register_kernel(_t)(const(_f))
