@@ -413,3 +413,18 @@ def test_a_flushing_session_under_a_one_thread_limit_wakes_no_blas_worker(monkey
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
                 assert reached and set(reached) == {2}    # the worker now runs BLAS too
             same_bits(a @ b, ieee)                        # and is back to IEEE
+
+
+def test_a_pool_set_before_a_library_lookup_is_cleared_under_a_one_thread_limit():
+    # The libraries are looked up again after new imports: what their threads were set
+    # to is carried over, so clearing under a one-thread limit still reaches the worker
+    # that an earlier set made flush.
+    a, b = blas_pair()
+    with threadpool_limits(limits=2, user_api="blas"):
+        ieee = a @ b
+        float_env.set_blas_threads_flush(True)
+    float_env._blas_libs[0] = -1          # as after an import: the next use looks again
+    with threadpool_limits(limits=1, user_api="blas"):
+        float_env.set_blas_threads_flush(False)
+    with threadpool_limits(limits=2, user_api="blas"):
+        same_bits(a @ b, ieee)

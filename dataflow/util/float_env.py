@@ -318,7 +318,11 @@ def _openblas_libraries() -> list:
     """The loaded OpenBLAS libraries, looked up again after new imports (SciPy brings
     its own; looking costs milliseconds, so not at every step)."""
     if _blas_libs and _blas_libs[0] != len(sys.modules):
+        # What each pool's threads were set to outlives the lookup (see _threads_to_set).
+        known = {lib.path: lib.known for lib in _blas_libs[1]}
         _blas_libs.clear()
+    else:
+        known = {}
     if not _blas_libs:
         found = []
         try:
@@ -327,6 +331,7 @@ def _openblas_libraries() -> list:
                 if info.get("internal_api") == "openblas":
                     try:
                         found.append(_OpenBLAS(info["filepath"]))
+                        found[-1].known = known.get(info["filepath"])
                     except (OSError, AttributeError):   # symbols not exported: skip it
                         _warn_once(info["filepath"], "its thread-pool symbols are hidden")
         except ImportError:
@@ -383,8 +388,8 @@ def _threads_to_set(lib, enabled, force) -> int:
     they are set when a step first runs with more threads."""
     active = lib.active_threads()
     known = lib.known
-    if known is None:
-        return max(active, int(lib.num_threads.value)) if force else active
+    if known is None:     # not known (never set, or since a fork): clearing reaches all
+        return max(active, int(lib.num_threads.value)) if force or not enabled else active
     if known[0] == enabled:
         if known[1] >= active and not force:
             return 0
