@@ -11,11 +11,13 @@ from the argument types), so a lowering emits one spelling whatever the static s
   ``dataflow.kernels.approx`` for exp/log/tanh/sigmoid), elementwise over arrays;
 * ``psum(x)``: the sum of every element in NumPy's order (pairwise blocks of 8 over the
   flattened array, as ``np.add.reduce`` does), so float sums are bitwise NumPy's;
-* ``gemm(a, b, ta, tb)``: ``op(a) @ op(b)`` through the ``cblas_?gemm`` of the BLAS
-  NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and compiled
-  loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that fought
-  NumPy's for the cores and that the denormals setting did not reach), and the same
-  kernel and arguments as the interpreter's MatMul, so the same bits;
+* ``gemm(a, b, ta, tb)``: ``op(a) @ op(b)`` by the kernel the interpreter's MatMul runs
+  for the same shapes, so the same bits: the own float32 GEMM
+  (:mod:`dataflow.kernels.numba_cpu.gemm`) in its range, else the ``cblas_?gemm`` of the
+  BLAS NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and
+  compiled loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that
+  fought NumPy's for the cores and that the denormals setting did not reach), with the
+  interpreter's arguments;
 * ``acc_add(total, v, own, total_first)``: ``total + v`` written into ``total`` when
   the loop owns that buffer (the code generator's accumulation in place), and
   ``acc_start(x)``, the loop variable's first value typed writable;
@@ -34,6 +36,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 from numba.np.numpy_support import from_dtype
+
+from dataflow.kernels.numba_cpu import _gemm_jit as own_gemm_jit
+from dataflow.kernels.numba_cpu.gemm import own_gemm_enabled
 
 from .blas import numpy_gemm
 
@@ -522,6 +527,7 @@ def _gemm(a, b, ta, tb):
             return np.dot(a.T if ta else a, b.T if tb else b)
         return by_numba
     one, zero = np.dtype(dtype).type(1), np.dtype(dtype).type(0)
+    own = dtype == "float32" and own_gemm_enabled()
 
     def by_numpy_blas(a, b, ta, tb):
         m, k = (a.shape[1], a.shape[0]) if ta else a.shape
@@ -529,6 +535,9 @@ def _gemm(a, b, ta, tb):
         if k != k2:
             raise Fallback()
         out = np.empty((m, n), a.dtype)
+        if own and own_gemm_jit.applies(m, n, k, tb):
+            own_gemm_jit.matmul_into(a, b, ta, tb, out)
+            return out
         if m == 0 or n == 0:
             return out
         if k == 0:
