@@ -13,6 +13,7 @@ import dataflow as df
 from dataflow.kernels import registry
 from dataflow.kernels.numba_cpu import _gemm_jit
 from dataflow.kernels.numba_cpu.gemm import own_gemm_applies, own_gemm_enabled
+from dataflow.loopc import codegen, frames
 from tests.op_harness import fresh_rng
 
 _LAYOUTS = ("C", "F", "strided", "misaligned")
@@ -166,3 +167,45 @@ def test_float64_products_keep_numpy_blas():
     with df.Session(graph=g) as sess:
         np.testing.assert_array_equal(sess.run(y, {pa: a, pb: b}), a @ b,
                                       err_msg=f"seed {seed}")
+
+
+def _nested_nt_loop(batch, hidden):
+    """An outer loop of 2 around an inner loop of 3 steps ``h = max(h W^T + x, 0)`` (no
+    transcendental, which is only within ulp bounds compiled): W is an invariant of both
+    frames, so the inner frame's ``W^T`` is copied once per inner run."""
+    g = df.Graph()
+    with g.as_default():
+        w = df.placeholder(df.float32, [hidden, hidden])
+        x = df.placeholder(df.float32, [batch, hidden])
+
+        def inner(h):
+            _, out = df.while_loop(
+                lambda i, h: i < 3,
+                lambda i, h: (i + 1, df.maximum(df.matmul(h, w, transpose_b=True) + x, 0.0)),
+                (0, h))
+            return out
+        _, h = df.while_loop(lambda j, h: j < 2, lambda j, h: (j + 1, inner(h) * 0.5),
+                             (0, df.zeros([batch, hidden], df.float32) + x))
+    return g, w, x, h
+
+
+@pytest.mark.parametrize("batch", [32, 4])     # the own GEMM on a packed W^T; OpenBLAS
+def test_a_loop_invariant_transposed_operand_keeps_the_interpreters_bits(batch):
+    rng, seed = fresh_rng()
+    hidden = 48
+    g, w, x, h = _nested_nt_loop(batch, hidden)
+    feeds = {w: (rng.standard_normal((hidden, hidden)) / 8).astype(np.float32),
+             x: rng.standard_normal((batch, hidden)).astype(np.float32)}
+    loops = frames.recognize([h], [], list(feeds))
+    source = next(codegen.generate(loop).source for loop in loops.values() if not loop.parent)
+    assert source.count("gemm_pack_b(") == 1 and "gemm_packed(" in source, source
+    with df.Session(graph=g, config=df.ConfigProto(compile_loops="eager")) as sess:
+        md = df.RunMetadata()
+        compiled = sess.run(h, feeds, run_metadata=md)
+    assert "while/while_context" in md.compiled_frames, md.interpreted_frames
+    with df.Session(graph=g, config=df.ConfigProto(compile_loops=False)) as sess:
+        interpreted = sess.run(h, feeds)
+    assert np.abs(interpreted).max() > 0
+    results = [compiled, interpreted]
+    np.testing.assert_array_equal(results[0], results[1], err_msg=f"seed {seed}")
+    assert own_gemm_applies(batch, hidden, hidden, True) == (batch == 32)
