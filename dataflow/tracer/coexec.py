@@ -587,20 +587,27 @@ def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
     op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
     if dynamic:
         specs = _cached_python_side_shapes(op, nid, specs, run._dynamic, run._shape_cache)
+    return _handles_out(run, op, nid, specs)
+
+
+def _handles_out(run, op, node, specs):
+    """Give a matched op ``op`` its outputs: a :class:`Handle` per ``(dtype, shape)`` in
+    ``specs`` for node ``node`` (an int, or ``(loop, j, t)`` in a folded loop), each
+    known weakly to the run; then the recorders (tapes) see it. Returns ``op``."""
     handles = run.handles
     if len(specs) == 1:
         dt, shape = specs[0]
-        h = Handle(run, nid, 0, dt, shape, op)
-        handles[(nid, 0)] = weakref.ref(h)
+        h = Handle(run, node, 0, dt, shape, op)
+        handles[(node, 0)] = weakref.ref(h)
         op._outputs = [h]
     else:
         outs = []
         for k, (dt, shape) in enumerate(specs):
-            h = Handle(run, nid, k, dt, shape, op)
-            handles[(nid, k)] = weakref.ref(h)
+            h = Handle(run, node, k, dt, shape, op)
+            handles[(node, k)] = weakref.ref(h)
             outs.append(h)
         op._outputs = outs
-    run._last_op = id(op)
+    run._last_op = id(op)    # not the op: it would keep its outputs alive
     if _eager.RECORDERS:
         for record in _eager.RECORDERS:
             record(op)
@@ -1748,27 +1755,7 @@ class CoRun:
         self.matched.append((nk, fed))
         self._body_locations[nk] = location
         op = EagerOp(graph, op_type, name or op_type, inputs, attrs)
-        handles = self.handles
-        specs = self._body_out[loop][j]
-        if len(specs) == 1:
-            dt, shape = specs[0]
-            h = Handle(self, nk, 0, dt, shape, op)
-            handles[(nk, 0)] = weakref.ref(h)
-            op._outputs = [h]
-        else:
-            outs = []
-            for k, (dt, shape) in enumerate(specs):
-                h = Handle(self, nk, k, dt, shape, op)
-                handles[(nk, k)] = weakref.ref(h)
-                outs.append(h)
-            op._outputs = outs
-        self._last_op = id(op)
-        if _eager.RECORDERS:
-            for record in _eager.RECORDERS:
-                record(op)
-        else:
-            op._inputs = _NO_INPUTS
-        return op
+        return _handles_out(self, op, nk, self._body_out[loop][j])
 
     def _send_loop_feeds(self, loop, trips):
         """The graph's loop runs ``trips`` iterations, reading row ``t`` of each value
