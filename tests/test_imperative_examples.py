@@ -187,3 +187,16 @@ def test_tf1_graph_versions_close_their_session_and_leave_numpy_ieee():
     with threadpool_limits(2, user_api="blas"):   # a BLAS worker thread besides us
         product = a @ a
     assert count_subnormals(product) == product.size
+
+
+def test_a_folded_loop_compiled_gives_eagers_losses_bit_for_bit(monkeypatch):
+    """rnn_varlen's Python loop runs as a compiled while loop under df.function (compiled
+    before the first run, or loaded from the disk cache): a compiled frame computes the
+    interpreter's bits, and the gradient sums are added in the tape's order, so every
+    loss equals eager's exactly."""
+    monkeypatch.setenv("DATAFLOW_COMPILE_LOOPS", "eager")
+    name = "rnn_varlen"
+    eager, _ = _eager(name)
+    module = load(name)
+    function = module.run(STEPS, wrap=df.function, model=module.make_model(0))
+    np.testing.assert_array_equal(function, eager)
