@@ -34,8 +34,8 @@ as the values sent so far let it, and at the end of the step. Both sides share t
 interpreter lock, so a thread of its own would only add hand-overs: a graph thread
 started at the first Output Fetching measured 2.9x slower per step than running inline
 on the SDPoint program, whose gradient reads shapes between every pair of layers.
-A step whose graph is first advanced at its end (Python read nothing from it) runs the
-graph as a flat list of kernel calls instead (:mod:`.flat_step`).
+A step whose graph has no while-loop frames runs it as flat lists of kernel calls
+instead (:mod:`.flat_step`): one list per advance, built once per sequence of advances.
 """
 from __future__ import annotations
 

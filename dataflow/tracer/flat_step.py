@@ -240,7 +240,9 @@ class FlatSteps:
         select_keys = self.select_keys
         new = []
         cases = []
-        for key, entry in rv._slots.items():   # in the order sent
+        # The rendezvous's unclaimed sends, in the order sent (a LocalRendezvous: the
+        # step's own, on this thread); the graph's own sends are not Recv keys.
+        for key, entry in rv._slots.items():
             if key in recv_keys and key not in sent and entry[0] == "value":
                 if key in select_keys:
                     case = None if entry[2] else int(entry[1])
