@@ -34,8 +34,8 @@ as the values sent so far let it, and at the end of the step. Both sides share t
 interpreter lock, so a thread of its own would only add hand-overs: a graph thread
 started at the first Output Fetching measured 2.9x slower per step than running inline
 on the SDPoint program, whose gradient reads shapes between every pair of layers.
-A step whose graph is first advanced at its end (Python read nothing from it) runs the
-graph as a flat list of kernel calls instead (:mod:`.flat_step`).
+A step whose graph has no while-loop frames runs it as flat lists of kernel calls
+instead (:mod:`.flat_step`): one list per advance, built once per sequence of advances.
 """
 from __future__ import annotations
 
@@ -637,10 +637,11 @@ class CoRun:
         self._executor = Executor(step.plan, None, None, self.rv, ready_order)
         self._started = False
         self._graph_complete = False
-        # Whether the graph may run as a flat list of calls when it is first advanced
-        # at the end of the step (flat_step.py); a test-only ready order keeps the
-        # executor (it randomises the executor's order).
+        # Whether the graph may run as flat lists of calls (flat_step.py); a test-only
+        # ready order keeps the executor (it randomises the executor's order). _flat:
+        # the step's flat run (a FlatRun) once it started on one.
         self._flat_allowed = ready_order is None
+        self._flat = None
         self.ran_flat = False
         # Looked up once per op in dispatch: bound here once per step.
         plan = _run_plan(tg, step)
@@ -683,29 +684,33 @@ class CoRun:
         self.dispatch = self._dispatcher()
 
     # -- the graph side ---------------------------------------------------------------------
-    def _advance_graph(self, at_end=False):
+    def _advance_graph(self):
         """Run the graph side on this thread as far as the values sent so far let it
         (a failure is kept in ``graph_error`` and cancels the rendezvous).
 
-        First advanced ``at_end`` of the step (Python read nothing from it), the graph
-        has every value it will get: it runs as a flat list of kernel calls when its
-        graph has one (:mod:`.flat_step`), and the executor is not used in the step."""
-        if self._graph_complete or self.graph_error is not None or self.ran_flat:
+        When the graph has a flat run (:mod:`.flat_step`) each advance -- a read mid-step,
+        the end of the step -- runs the flat segment for the keys sent since the last,
+        and the executor is not used in the step."""
+        if self._graph_complete or self.graph_error is not None:
             return
-        executor = self._executor
         try:
             if not self._started:
                 self._started = True
-                if at_end and self._flat_allowed:
+                if self._flat_allowed:
                     flat = flat_steps_of(self.step)
                     if flat.possible:
-                        complete = flat.run(self.rv)
-                        if complete is not None:
-                            self.ran_flat = True
-                            self._graph_complete = complete
-                            return
-                executor.start()
-            self._graph_complete = executor.advance()
+                        self._flat = flat.start()
+                if self._flat is None:
+                    self._executor.start()
+            if self._flat is not None:
+                complete = flat_steps_of(self.step).advance(self._flat, self.rv)
+                if complete is not None:
+                    self.ran_flat = True
+                    self._graph_complete = complete
+                    return
+                self._flat = None     # no flat run for this step: nothing was taken
+                self._executor.start()
+            self._graph_complete = self._executor.advance()
         except Exception as exc:  # noqa: BLE001 - handed to the Python side
             self.graph_error = exc
             self.rv.cancel(exc)
@@ -1358,7 +1363,7 @@ class CoRun:
             self._fallback("path ends early")
             return
         self._take_edge(self.cur, END)
-        self._advance_graph(at_end=True)
+        self._advance_graph()
         for ref in list(self.handles.values()):
             h = ref()
             if h is not None and not h.has_value():
@@ -1379,7 +1384,7 @@ class CoRun:
         this, each step kept the previous one -- its executor, rendezvous, fed values
         and variable checkpoint -- and memory grew every step (1.8 MB per step on
         music_transformer, each step's arrays on fresh, page-faulting memory)."""
-        self._executor = self.rv = None
+        self._executor = self.rv = self._flat = None
         self.matched = []
         self.handles = {}
         self.read = {}

@@ -20,12 +20,19 @@ is no call at all. A ``_Recv`` becomes a read of the value Python sent (from the
 step's rendezvous), a ``_Send`` a send to it, live or dead as the executor sends
 it, so what the Python side fetches does not change.
 
-So the list depends on the generated graph and on the tuple of Case Select values:
-:class:`FlatSteps` (one per :class:`~.generate.StepGraph`) builds it at the first
-step with a new tuple and keeps it for the graph's life; a regeneration makes a new
-StepGraph and so drops them. A graph with while-loop frames (folded Python loops)
-has no flat run; nor has a tuple whose Switch predicates do not follow from the
-Case Selects (the executor runs those steps).
+When Python reads a value mid-step (``CoRun.fetch``), only a prefix of the feeds
+and Case Selects has been sent: the graph advances as far as they let it, as the
+executor does (a ``_Recv`` whose key was not sent waits), and continues at the next
+advance. The run is written out in segments, one per advance: the builder keeps its
+symbolic state between them, and a segment depends on the keys sent before it (and
+the Case Select values among them). :class:`FlatSteps` (one per
+:class:`~.generate.StepGraph`) keeps them as a tree keyed by those, each segment
+built at the first step that needs it and kept for the graph's life, so a steady
+step replays its segments with no building; a regeneration makes a new StepGraph and
+so drops them. A graph with while-loop frames (folded Python loops) has no flat run;
+nor has a first advance whose Switch predicates do not follow from the Case Selects
+(the executor runs those steps); a later advance without one fails the step into a
+fallback, and the graph's later steps use the executor.
 
 >>> from dataflow.runtime.rendezvous import LocalRendezvous
 >>> from dataflow.tracer.generate import generate
@@ -45,12 +52,13 @@ Case Selects (the executor runs those steps).
 >>> rv = LocalRendezvous()
 >>> (fed,) = step.feed_keys.values()
 >>> rv.send(fed, np.float32(3.0), False)
->>> flat_steps_of(step).run(rv)
+>>> flat = flat_steps_of(step)
+>>> flat.advance(flat.start(), rv)
 True
 >>> (fetched,) = step.fetch_keys.values()
 >>> value, dead = rv.poll(fetched)
->>> float(value), dead, flat_steps_of(step).runs
-(9.0, False, 1)
+>>> float(value), dead, flat.runs, flat.builds
+(9.0, False, 1, 1)
 """
 from __future__ import annotations
 
@@ -71,7 +79,8 @@ _RECV, _SEND, _SEND_DEAD = range(3)
 
 
 class FlatStep:
-    """One generated graph's run for one tuple of Case Select values, as a list of calls.
+    """One segment of a generated graph's run, as a list of calls: what the executor runs
+    between two advances of the step (all of it when Python read nothing mid-step).
 
     ``entries`` holds, per call, ``(fn, args, out, outs, drop, gid, kind, key)``: for
     a kernel (``fn`` not None) as in :class:`~dataflow.runtime.flat_schedule.
@@ -80,8 +89,9 @@ class FlatStep:
     multi-output one, ``drop``: registers whose last reader it is); for a ``_Recv``
     (kind ``_RECV``) the register it fills from rendezvous key ``key``; for a
     ``_Send`` the register it sends (``_SEND``) or a dead token (``_SEND_DEAD``).
-    ``initial`` is the register file a run starts from (folded constants and what
-    the build computed from the Case Selects)."""
+    ``initial`` is the register file as far as this segment uses it: folded constants
+    and what the build computed from the Case Selects (a run's registers from earlier
+    segments stay; the new ones start from here)."""
 
     __slots__ = ("plan", "entries", "initial", "calls")
 
@@ -94,12 +104,14 @@ class FlatStep:
         self.initial = initial
         self.calls = sum(1 for e in entries if e[0] is not None)
 
-    def run(self, rv) -> bool:
-        """Run every call once, reading fed values from and sending fetched ones to
-        ``rv``. False when a value the graph reads was never sent (the executor would
-        wait for it: the step is incomplete); an OpError naming the node when a
-        kernel fails."""
-        vals = self.initial[:]
+    def run(self, rv, vals) -> None:
+        """Run every call once on register file ``vals`` (extended with this segment's
+        new registers), reading fed values from and sending fetched ones to ``rv``; an
+        OpError naming the node when a kernel fails. The build read only keys that
+        were sent, so every read finds its value."""
+        initial = self.initial
+        if len(vals) < len(initial):
+            vals.extend(initial[len(vals):])
         poll = rv.poll
         send = rv.send
         entry = None
@@ -124,12 +136,10 @@ class FlatStep:
                             vals[r] = out[k]
                 elif kind == _RECV:
                     got = poll(key)
-                    if got is None:
-                        return False
-                    if got[1]:
-                        # The Python side sends live values only; the schedule took
-                        # this feed for live (the error names the _Recv).
-                        raise errors.InternalError(None, None, "df.function: a dead value "
+                    if got is None or got[1]:
+                        # The Python side sends live values only, and the build saw it
+                        # sent (the error names the _Recv).
+                        raise errors.InternalError(None, None, "df.function: no live value "
                                                    f"was fed for {key[2]!r}")
                     vals[out_reg] = got[0]
                 elif kind == _SEND:
@@ -143,60 +153,133 @@ class FlatStep:
             if entry is None:
                 raise
             raise self._kernel_error(entry[5], exc)
-        return True
+
+
+class _Segment:
+    """A node of a generated graph's tree of segments: ``flat`` the calls that bring a
+    step here from its parent (None at the root), ``builder`` the symbolic state after
+    them, ``sent`` the rendezvous keys the graph has seen sent by then, ``complete``
+    whether every node has run, ``next``: the cache key of the next advance (the keys
+    newly sent, with the Case Select values among them) -> the segment it leads to."""
+
+    __slots__ = ("flat", "builder", "sent", "complete", "next")
+
+    def __init__(self, flat, builder):
+        self.flat = flat
+        self.builder = builder
+        self.sent = builder.sent
+        self.complete = not builder.parked
+        self.next: dict = {}
+
+
+class FlatRun:
+    """One step's flat run on a :class:`FlatSteps`: where it is in the tree of segments
+    and its register file (see :meth:`FlatSteps.advance`)."""
+
+    __slots__ = ("at", "vals")
+
+    def __init__(self, root):
+        self.at = root
+        self.vals: list = []
 
 
 class FlatSteps:
-    """The flat runs of one generated graph (a :class:`~.generate.StepGraph`), one per
-    tuple of Case Select values, built when first needed (see the module docstring).
+    """The flat runs of one generated graph (a :class:`~.generate.StepGraph`): a tree of
+    segments, one per sequence of advances seen so far (the keys sent before each and
+    the Case Select values among them), each built when first needed (see the module
+    docstring).
 
-    ``runs`` counts the steps run flat (the tests read it)."""
+    ``runs`` counts the steps run flat, ``builds`` the segments built (the tests read
+    them)."""
 
-    __slots__ = ("plan", "selects", "by_case", "runs")
+    __slots__ = ("plan", "root", "recv_keys", "select_keys", "runs", "builds", "broken")
 
     def __init__(self, step):
         plan = step.plan
         self.plan = plan
-        self.by_case: dict = {}
-        self.runs = 0
-        select_keys = {key for pairs in step.edge_selects.values() for key, _ in pairs}
-        # (gid, rendezvous key) of each Case Select's _Recv; None: no flat run at all.
-        self.selects = None
+        self.runs = self.builds = 0
+        # A later segment the builder could not decide: the graph's steps use the executor.
+        self.broken = False
+        self.select_keys = frozenset(key for pairs in step.edge_selects.values()
+                                     for key, _ in pairs)
+        self.root = None        # None: no flat run at all
         if _loop_free(plan):
-            self.selects = tuple(
-                (gid, key) for gid, key in ((gid, _rendezvous_key(plan, gid))
-                                            for gid in sorted(plan.transfers))
-                if plan.nodes[gid].role == RECV and key in select_keys)
+            self.recv_keys = frozenset(_rendezvous_key(plan, gid) for gid in plan.transfers
+                                       if plan.nodes[gid].role == RECV)
+            self.root = _Segment(None, _Builder(plan))
 
     @property
     def possible(self) -> bool:
         """Whether steps on this graph can run flat (no while-loop frames)."""
-        return self.selects is not None
+        return self.root is not None and not self.broken
 
-    def run(self, rv) -> bool | None:
-        """Run the step flat on rendezvous ``rv``, where everything has been sent: True
-        (complete) or False (a value never sent), as :meth:`FlatStep.run`; None when
-        this step has no flat run (nothing was run or taken from ``rv`` then)."""
-        taken = []
-        for _gid, key in self.selects:
-            got = rv.poll(key)
-            if got is None:
-                break
-            taken.append((key, got))
-        flat = None
-        if len(taken) == len(self.selects):
-            case = tuple(None if dead else int(value) for _key, (value, dead) in taken)
-            try:
-                flat = self.by_case[case]
-            except KeyError:
-                flat = self.by_case[case] = _Builder(self.plan, {
-                    gid: got for (gid, _key), (_k, got) in zip(self.selects, taken)}).build()
-        if flat is None:
-            for key, (value, dead) in taken:   # as they were: the executor receives them
-                rv.send(key, value, dead)
+    @property
+    def segments(self) -> list:
+        """Every segment built so far (their :class:`FlatStep`), parents first."""
+        out, todo = [], [self.root] if self.root is not None else []
+        while todo:
+            seg = todo.pop(0)
+            out.extend(s.flat for s in seg.next.values() if s is not None)
+            todo.extend(s for s in seg.next.values() if s is not None)
+        return out
+
+    def start(self) -> FlatRun:
+        """A step's flat run, before its first advance."""
+        return FlatRun(self.root)
+
+    def advance(self, run: FlatRun, rv) -> bool | None:
+        """Run what the executor would run now, given the keys sent to ``rv`` so far:
+        True when the step is complete, False when what is left waits for values not
+        sent yet. None when the step's first advance has no flat run (nothing was run
+        or taken from ``rv``: the executor runs the step); an InternalError when a
+        later one has none (the step falls back; the graph's later steps use the
+        executor)."""
+        at = run.at
+        sent = at.sent
+        recv_keys = self.recv_keys
+        select_keys = self.select_keys
+        new = []
+        cases = []
+        # The rendezvous's unclaimed sends, in the order sent (a LocalRendezvous: the
+        # step's own, on this thread); the graph's own sends are not Recv keys.
+        for key, entry in rv._slots.items():
+            if key in recv_keys and key not in sent and entry[0] == "value":
+                if key in select_keys:
+                    case = None if entry[2] else int(entry[1])
+                    new.append((key, case))
+                    cases.append(key)
+                else:
+                    new.append(key)
+        new = tuple(new)
+        nxt = at.next.get(new, _MISSING)
+        if nxt is _MISSING:
+            nxt = at.next[new] = self._build(at, new)
+        if nxt is None:
+            if at is self.root:
+                return None
+            self.broken = True
+            raise errors.InternalError(None, None, "df.function: the flat run cannot "
+                                       "continue after a read mid-step")
+        if at is self.root:
+            self.runs += 1
+        for key in cases:        # decided at build time: taken, as the executor takes them
+            rv.poll(key)
+        run.at = nxt
+        nxt.flat.run(rv, run.vals)
+        return nxt.complete
+
+    def _build(self, at, new):
+        builder = at.builder.copy()
+        try:
+            builder.resume(new, self.select_keys)
+        except _NotFlat:
             return None
-        self.runs += 1
-        return flat.run(rv)
+        self.builds += 1
+        return _Segment(builder.segment(), builder)
+
+
+_MISSING = object()
+_PARKED = object()      # a Recv whose key was not sent yet
 
 
 def flat_steps_of(step) -> FlatSteps:
@@ -232,13 +315,14 @@ class _NotFlat(Exception):
 
 
 class _Builder:
-    """Runs the executor's rules on a loop-free plan once, on registers instead of values,
-    and writes down the calls (see the module docstring). ``selects``: Case Select gid ->
-    its ``(value, is_dead)``."""
+    """Runs the executor's rules on a loop-free plan on registers instead of values, and
+    writes down the calls (see the module docstring); resumable: each :meth:`resume`
+    continues with the keys newly sent, and :meth:`segment` writes down the calls made
+    since the last one. A Recv whose key was not sent waits (``parked``) as the
+    executor's does."""
 
-    def __init__(self, plan, selects):
+    def __init__(self, plan):
         self.plan = plan
-        self.selects = selects
         self.nodes = plan.node_tuples
         self.initial: list = []      # register -> its value at the start of a run
         self.known: list = []        # register -> whether that value is known (else None)
@@ -247,7 +331,42 @@ class _Builder:
         self.filled = [False] * plan.root.num_slots
         self.pending = plan.root.pending[:]
         self.dead = [0] * len(self.pending)
+        self.sent: frozenset = frozenset()   # every key seen sent (Case Selects too)
+        self.cases: dict = {}        # Case Select key -> its value (None: dead)
+        self.parked: dict = {}       # key not sent yet -> the gid of its waiting Recv
+        self.ready = list(plan.root_ready)
         self.calls: list = []        # (fn, args, out, gid, kind, key), in order
+
+    def copy(self):
+        """This state, to continue in another way (the calls made so far dropped)."""
+        other = object.__new__(_Builder)
+        other.plan, other.nodes, other.sent = self.plan, self.nodes, self.sent
+        for name in ("initial", "known", "derived", "inputs", "filled", "pending", "dead",
+                     "ready"):
+            setattr(other, name, getattr(self, name)[:])
+        other.cases = dict(self.cases)
+        other.parked = dict(self.parked)
+        other.calls = []
+        return other
+
+    def resume(self, new, select_keys):
+        """Continue with the keys in ``new`` sent (in the order sent; a Case Select's as
+        ``(key, value)``): the Recvs waiting for them are ready, the most recent last,
+        as the executor picks them up."""
+        keys = []
+        for item in new:
+            if len(item) == 2 and item[0] in select_keys:
+                key, case = item
+                self.cases[key] = case
+            else:
+                key = item
+            keys.append(key)
+        self.sent = self.sent.union(keys)
+        for key in keys:
+            gid = self.parked.pop(key, None)
+            if gid is not None:
+                self.ready.append(gid)
+        self._run()
 
     def _register(self, value=None, known=False, derived=False) -> int:
         self.initial.append(value)
@@ -263,16 +382,9 @@ class _Builder:
             self.inputs[s] = self._register(self.plan.root.inputs[s], known=True)
         return self.inputs[s]
 
-    def build(self):
-        try:
-            self._run()
-        except _NotFlat:
-            return None
-        return self._flat_step()
-
     def _run(self):
         """The executor's ``_loop`` (its general delivery path) on registers."""
-        ready = list(self.plan.root_ready)
+        ready = self.ready
         nodes = self.nodes
         while ready:
             gid = ready.pop()
@@ -303,6 +415,8 @@ class _Builder:
             elif role == RECV:
                 if not node_dead:
                     out, dead = self._recv(gid)
+                    if out is _PARKED:
+                        continue        # delivered once its key is sent
                     if dead:
                         node_dead, out = 1, None
             else:  # ControlTrigger: never dead
@@ -329,12 +443,16 @@ class _Builder:
         return out
 
     def _recv(self, gid):
-        got = self.selects.get(gid)
-        if got is not None:
-            value, dead = got
-            return (None, True) if dead else (self._register(value, True, True), False)
+        key = _rendezvous_key(self.plan, gid)
+        if key not in self.sent:
+            self.parked[key] = gid
+            return _PARKED, False
+        if key in self.cases:
+            value = self.cases[key]
+            return (None, True) if value is None else (self._register(value, True, True),
+                                                       False)
         out = self._register()
-        self.calls.append((None, (), out, gid, _RECV, _rendezvous_key(self.plan, gid)))
+        self.calls.append((None, (), out, gid, _RECV, key))
         return out, False
 
     def _deliver(self, edges, out, nout, node_dead, ready):
@@ -386,10 +504,25 @@ class _Builder:
         if not p:
             ready.append(dg)
 
-    def _flat_step(self) -> FlatStep:
-        """The calls with their registers' last readers: a register is cleared after
-        the call that reads it last (a value leaves the step as early as it does on
-        the executor, which clears a node's inputs once it ran)."""
+    def _live(self) -> set:
+        """The registers that nodes not run yet hold as inputs (later segments read
+        them)."""
+        live = set()
+        inputs, filled, known = self.inputs, self.filled, self.known
+        for node in self.nodes:
+            if self.pending[node[1]] > 0:
+                for s in range(node[2], node[3]):
+                    r = inputs[s]
+                    if filled[s] and type(r) is int and not known[r]:
+                        live.add(r)
+        return live
+
+    def segment(self) -> FlatStep:
+        """The calls since the last segment with their registers' last readers: a
+        register is cleared after the call that reads it last, unless a later segment
+        reads it (a value leaves the step as early as it does on the executor, which
+        clears a node's inputs once it ran)."""
+        live = self._live()
         last_read: dict = {}
         for p, (_fn, args, _out, _gid, _kind, _key) in enumerate(self.calls):
             for r in args:
@@ -397,16 +530,18 @@ class _Builder:
                     last_read[r] = p
         dies_after: dict = {}
         for r, p in last_read.items():
-            dies_after.setdefault(p, []).append(r)
+            if r not in live:
+                dies_after.setdefault(p, []).append(r)
         entries = []
         for p, (fn, args, out, gid, kind, key) in enumerate(self.calls):
             outs = ()
             if type(out) is tuple:
                 outs = tuple((k, r) for k, r in enumerate(out)
-                             if r in last_read)
+                             if r in last_read or r in live)
                 out = -1
-            elif fn is not None and out not in last_read:
+            elif fn is not None and out not in last_read and out not in live:
                 out = -1          # nobody reads it (a variable write's output)
             entries.append((fn, args, out, outs, tuple(dies_after.get(p, ())), gid,
                             kind, key))
-        return FlatStep(self.plan, entries, self.initial)
+        self.calls = []
+        return FlatStep(self.plan, entries, self.initial[:])
