@@ -549,6 +549,8 @@ def _emit_simple(run, graph, op_type, inputs, attrs, name, nid, simple, cur):
         return None
     fed = None
     slot = 0
+    # CoRun._fits's input check, written out here: this runs once per matched op, and a
+    # shared helper would cost a call per op (change the two together).
     for t in inputs:
         src = wiring[slot]
         tt = type(t)
@@ -804,7 +806,8 @@ class CoRun:
     def _fits(self, nid, inputs, attrs):
         """Whether an op with these inputs and attributes (its type and location already
         equal to node ``nid``'s) has ``nid``'s key: its fed inputs (``{slot: tensor}``,
-        :data:`_NO_FEEDS` for none) if so, else None."""
+        :data:`_NO_FEEDS` for none) if so, else None. (Its input loop is written out
+        again in :func:`_emit_simple`: change the two together.)"""
         attrs_key, wiring, feed_specs = self._checks[nid]
         if not _same_attrs(attrs, attrs_key):
             return None

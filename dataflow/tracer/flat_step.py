@@ -119,6 +119,8 @@ class FlatStep:
             for entry in self.entries:
                 fn, args, out_reg, outs, drop, _gid, kind, key = entry
                 if fn is not None:
+                    # FlatSchedule.run's call, written out (a helper would cost a call per
+                    # kernel): change the two together.
                     n = len(args)
                     # Direct calls for the common arities: no list, no *args.
                     if n == 2:
