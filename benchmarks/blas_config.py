@@ -24,9 +24,12 @@ CORETYPE = "OPENBLAS_CORETYPE"
 MODES = ("env", "native", "both")
 
 # Whose GEMM each column of the frameworks table runs: dataflow's MatMul (interpreted and
-# compiled) and the NumPy baseline call NumPy's BLAS; the peers bring their own kernels,
-# whatever BLAS libraries their process also loads (NumPy's, for one).
-GEMM_OF = {"dataflow": "NumPy's BLAS", "NumPy": "NumPy's BLAS", "TF1": "Eigen (TF's own)",
+# compiled) its own float32 GEMM in that kernel's range (AVX-512 hosts;
+# dataflow.kernels.numba_cpu.gemm) and NumPy's BLAS otherwise; the NumPy baseline calls
+# NumPy's BLAS; the peers bring their own kernels, whatever BLAS libraries their process
+# also loads (NumPy's, for one).
+GEMM_OF = {"dataflow": "own float32 GEMM in its range, else NumPy's BLAS",
+           "NumPy": "NumPy's BLAS", "TF1": "Eigen (TF's own)",
            "JAX": "XLA:CPU (its own)", "PyTorch": "PyTorch's BLAS"}
 
 

@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 import dataflow as df
+from dataflow.kernels.numba_cpu.gemm import own_gemm_applies
 from dataflow.loopc import codegen, frames
 from tests.op_harness import fresh_rng
 
@@ -235,13 +236,21 @@ def test_the_benchmark_sized_rnn_gradient_equals_the_interpreter_bit_for_bit():
     # The compare suite's rnn_grad shapes (B=32, H=256, float32), whose three products
     # per step (h @ W, h^T dz, dz W^T) take OpenBLAS's large-matrix and threaded paths
     # that the small test above never reaches; a max cell, as transcendentals are only
-    # within ulp bounds. The compiled frame calls cblas with the interpreter's transposes.
+    # within ulp bounds. The compiled frame passes the interpreter's transposes as flags,
+    # and its gemm picks the interpreter's kernel for them: the own float32 GEMM for all
+    # three products where it is on (AVX-512 hosts), NumPy's cblas_sgemm elsewhere.
     rng, seed = fresh_rng()
     g, grads, feeds = _max_cell_rnn_gradient(rng, batch=32, hidden=256, steps=12)
     source = _sources(grads, feeds)["gradients/while_context"]
-    # dz W^T with W's transpose as cblas's flag, h^T dz with h's: the interpreter's calls
-    assert re.search(r"gemm\(\w+, \w+, False, True\)", source), source
+    # dz W^T: W's transpose copied once before the loop (W is invariant), W and the flag
+    # kept for the BLAS path; h^T dz with h's transpose as a flag: the interpreter's calls
+    packed = re.search(r"(\w+) = gemm_pack_b\((\w+)\)", source)
+    assert packed, source
+    assert re.search(rf"gemm_packed\(\w+, {packed[2]}, {packed[1]}, False\)", source), source
     assert re.search(r"gemm\(\w+, \w+, True, False\)", source), source
+    assert source.index(packed[0]) < source.index("while True:")
+    assert all(own_gemm_applies(m, n, k, tb) for m, n, k, tb in
+               ((32, 256, 256, False), (32, 256, 256, True), (256, 256, 32, False)))
     md, compiled, again, interpreted = _run_both(g, grads, feeds)
     assert md.compiled_frames == ["gradients/while_context", "while/while_context"], \
         md.interpreted_frames

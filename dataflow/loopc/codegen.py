@@ -136,6 +136,17 @@ class OpEmitter:
     def variable(self, handle):
         return self.gen.variable(handle)
 
+    def invariant(self, k):
+        """Whether input ``k`` is an invariant Enter of the frame being emitted (its value
+        is fixed before the frame's loop starts)."""
+        src = self.op._inputs[k].op
+        return bool(self.gen.preheaders) and src in self.gen.preheaders[-1][2]
+
+    def hoist(self, expr):
+        """A name for ``expr`` computed once before the current frame's loop (``expr``
+        may read only the frame's invariants and values from outside it)."""
+        return self.gen.hoist(expr)
+
 
 class _Gen:
     def __init__(self, top):
@@ -163,6 +174,9 @@ class _Gen:
         self.fusable = _fusable_ops(top)
         self.inlined = {}
         self.variable_names = set()
+        # Per frame being emitted, innermost last: [line index before its loop, indent,
+        # its invariant Enters] (OpEmitter.hoist inserts lines there).
+        self.preheaders = []
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, prefix="v"):
@@ -171,6 +185,15 @@ class _Gen:
 
     def emit(self, ind, text):
         self.lines.append("    " * ind + text)
+
+    def hoist(self, expr):
+        name = self.fresh("h")
+        at, ind = self.preheaders[-1][:2]
+        self.lines.insert(at, "    " * ind + f"{name} = {expr}")
+        self.preheaders[-1][0] += 1
+        if self.open_if is not None and self.open_if[2] >= at:
+            self.open_if = self.open_if[:2] + (self.open_if[2] + 1,)
+        return name
 
     def param(self, desc, name=None):
         name = name or self.fresh("p")
@@ -357,6 +380,7 @@ class _Gen:
             carried.append((v, nxt))
         it = self.fresh("it")
         fired_at = {x: self.fresh("xi") for x in loop.exits}
+        self.preheaders.append([len(self.lines), ind, {e for e in loop.invariants}])
         self.emit(ind, f"{it} = 0")
         for x in loop.exits:
             self.emit(ind, f"{fired_at[x]} = -1")
@@ -400,6 +424,7 @@ class _Gen:
         self.emit(body, f"{it} += 1")
         self.emit(body, "tick += 1")
         self.emit(body, f"if (tick & {TICK_MASK}) == 0 and flag[0] != 0: raise Deadline()")
+        self.preheaders.pop()
         self.scope = outer_scope
         for x in loop.exits:
             value_var, live_var = exit_vars[x]

@@ -190,6 +190,11 @@ def _matmul(e):
     # gemm: NumPy's own cblas_?gemm with the transposes as flags (see nbhelpers).
     a, b = e.args
     ta, tb = bool(e.op.get_attr("transpose_a")), bool(e.op.get_attr("transpose_b"))
+    if tb and e.dtype(0) == "float32" and e.invariant(1):
+        # A loop-invariant B^T (dz W^T in an RNN's gradient loop): W^T copied once per
+        # run of the frame for the own GEMM's NN tiles, the same bits as per call.
+        bt = e.hoist(f"gemm_pack_b({b})")
+        return [f"gemm_packed({a}, {b}, {bt}, {ta})"]
     return [f"gemm({a}, {b}, {ta}, {tb})"]
 
 

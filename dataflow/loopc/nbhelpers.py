@@ -11,11 +11,15 @@ from the argument types), so a lowering emits one spelling whatever the static s
   ``dataflow.kernels.approx`` for exp/log/tanh/sigmoid), elementwise over arrays;
 * ``psum(x)``: the sum of every element in NumPy's order (pairwise blocks of 8 over the
   flattened array, as ``np.add.reduce`` does), so float sums are bitwise NumPy's;
-* ``gemm(a, b, ta, tb)``: ``op(a) @ op(b)`` through the ``cblas_?gemm`` of the BLAS
-  NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and compiled
-  loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that fought
-  NumPy's for the cores and that the denormals setting did not reach), and the same
-  kernel and arguments as the interpreter's MatMul, so the same bits;
+* ``gemm(a, b, ta, tb)``: ``op(a) @ op(b)`` by the kernel the interpreter's MatMul runs
+  for the same shapes, so the same bits: the own float32 GEMM
+  (:mod:`dataflow.kernels.numba_cpu.gemm`) in its range, else the ``cblas_?gemm`` of the
+  BLAS NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and
+  compiled loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that
+  fought NumPy's for the cores and that the denormals setting did not reach), with the
+  interpreter's arguments; ``gemm_packed(a, b, bt, ta)`` is ``gemm(a, b, ta, True)``
+  given ``bt = gemm_pack_b(b)`` computed once before the loop (a contiguous ``b^T`` when
+  the own GEMM is on), which its tiles read in place of packing per call;
 * ``acc_add(total, v, own, total_first)``: ``total + v`` written into ``total`` when
   the loop owns that buffer (the code generator's accumulation in place), and
   ``acc_start(x)``, the loop variable's first value typed writable;
@@ -35,10 +39,14 @@ from numba import njit, types
 from numba.extending import intrinsic, overload
 from numba.np.numpy_support import from_dtype
 
+from dataflow.kernels.numba_cpu import _gemm_jit as own_gemm_jit
+from dataflow.kernels.numba_cpu.gemm import own_gemm_enabled
+
 from .blas import numpy_gemm
 
 
-__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "truth", "where3",
+__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "gemm_pack_b",
+           "gemm_packed", "truth", "where3",
            "acc_add", "acc_start",
            "stack_push", "stack_take", "check_index", "check_divisor", "axis_sum",
            "one_hot", "check_same_shape"]
@@ -522,6 +530,7 @@ def _gemm(a, b, ta, tb):
             return np.dot(a.T if ta else a, b.T if tb else b)
         return by_numba
     one, zero = np.dtype(dtype).type(1), np.dtype(dtype).type(0)
+    own = dtype == "float32" and own_gemm_enabled()
 
     def by_numpy_blas(a, b, ta, tb):
         m, k = (a.shape[1], a.shape[0]) if ta else a.shape
@@ -529,6 +538,9 @@ def _gemm(a, b, ta, tb):
         if k != k2:
             raise Fallback()
         out = np.empty((m, n), a.dtype)
+        if own and own_gemm_jit.applies(m, n, k, tb):
+            own_gemm_jit.matmul_into(a, b, ta, tb, out)
+            return out
         if m == 0 or n == 0:
             return out
         if k == 0:
@@ -547,3 +559,42 @@ def _gemm(a, b, ta, tb):
              _data_ptr(b), lb, zero, _data_ptr(out), max(1, n))
         return out
     return by_numpy_blas
+
+
+def gemm_pack_b(b):
+    return _stub(b)
+
+
+def _own_gemm_of(x):
+    return isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.float32 \
+        and own_gemm_enabled()
+
+
+@overload(gemm_pack_b)
+def _gemm_pack_b(b):
+    """A C-contiguous copy of ``b.T`` for the own GEMM, else ``b`` itself."""
+    if _own_gemm_of(b):
+        return lambda b: np.ascontiguousarray(b.T)
+    return lambda b: b
+
+
+def gemm_packed(a, b, bt, ta):
+    return _stub(a, b, bt, ta)
+
+
+@overload(gemm_packed)
+def _gemm_packed(a, b, bt, ta):
+    """``gemm(a, b, ta, True)``, the own GEMM reading ``bt = gemm_pack_b(b)`` (the same
+    bits: its result does not depend on B's layout)."""
+    if not (_own_gemm_of(a) and _own_gemm_of(b)):
+        return lambda a, b, bt, ta: gemm(a, b, ta, True)
+
+    def packed(a, b, bt, ta):
+        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+        n, k2 = b.shape
+        if k != k2 or not own_gemm_jit.applies(m, n, k, True):
+            return gemm(a, b, ta, True)
+        out = np.empty((m, n), np.float32)
+        own_gemm_jit.matmul_into(a, bt, ta, False, out)
+        return out
+    return packed

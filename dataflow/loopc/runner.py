@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from dataflow import errors
+from dataflow.kernels.numba_cpu.gemm import own_gemm_enabled
 
 from .blas import numpy_gemm
 from .lowering import RESOURCE_KINDS
@@ -98,7 +99,8 @@ def _helpers_fingerprint() -> str:
     for mod in ("dataflow.loopc.nbhelpers", "dataflow.kernels.approx",
                 "dataflow.kernels.numba_cpu._scalar", "dataflow.loopc.nbhelpers_array",
                 "dataflow.kernels.numba_cpu._nn_jit",
-                "dataflow.kernels.numba_cpu._reduction_jit"):
+                "dataflow.kernels.numba_cpu._reduction_jit",
+                "dataflow.kernels.numba_cpu._gemm_jit", "dataflow.kernels.numba_cpu.gemm"):
         with open(importlib.util.find_spec(mod).origin, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
@@ -109,9 +111,11 @@ _FINGERPRINT = []
 
 def module_source(frame_source) -> str:
     if not _FINGERPRINT:
-        # The BLAS symbols too: cached object code calls them by name.
+        # The BLAS symbols too: cached object code calls them by name; and whether
+        # float32 products in its range take the own GEMM (fixed when code compiles).
         blas = ",".join(name for name, _, _ in numpy_gemm().values())
-        _FINGERPRINT.append(_helpers_fingerprint() + "; BLAS " + (blas or "none"))
+        own = "; own float32 GEMM" if own_gemm_enabled() else ""
+        _FINGERPRINT.append(_helpers_fingerprint() + "; BLAS " + (blas or "none") + own)
     return _HEADER.format(helpers=_FINGERPRINT[0]) + \
         frame_source.source
 
