@@ -4,6 +4,8 @@ the interpreter's MatMul (and its ``out=`` form) runs it in its range and NumPy'
 outside it."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -122,6 +124,30 @@ def test_the_interpreter_runs_the_own_gemm_in_its_range(ta, tb):
     want = _gemm_jit.fma_reference(big, other) if own_gemm_enabled() else \
         (a.T if ta else a) @ (b.T if tb else b)
     np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}")
+
+
+def test_an_equal_float32_dtype_that_is_another_object_takes_the_own_gemm_too():
+    """Arrays returned by Numba's disk-cached functions (and unpickled ones) carry a
+    float32 dtype object of their own. Routing them by dtype identity sent them to
+    OpenBLAS, and a compiled loop loaded from the disk cache then changed the
+    interpreter's next product in the last bits."""
+    rng, seed = fresh_rng()
+    big, other, a, b = _operands(rng, 32, 64, 48, False, False, "C", "C")
+    alien = pickle.loads(pickle.dumps(np.dtype(np.float32)))
+    assert alien is not np.dtype(np.float32)
+    a_alien, b_alien = a.view(alien), b.view(alien)
+    g, pa, pb, y = _matmul_node(a.shape, b.shape)
+    with df.Session(graph=g) as sess:
+        want = sess.run(y, {pa: a, pb: b})
+        got = sess.run(y, {pa: a_alien, pb: b_alien})
+    np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}")
+    if own_gemm_enabled():
+        np.testing.assert_array_equal(got, _gemm_jit.fma_reference(big, other))
+    factory = registry.find_kernel(y.op, "CPU")
+    out_factory, _ = registry.out_variant(factory)
+    out = np.empty((32, 48), alien)
+    out_factory(registry.KernelContext(op=y.op))(a_alien, b_alien, out)
+    np.testing.assert_array_equal(out, want, err_msg=f"seed {seed}")
 
 
 @pytest.mark.parametrize("m, k, n, tb", [(600, 8, 8, False), (4, 64, 64, True)])

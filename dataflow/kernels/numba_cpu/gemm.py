@@ -70,10 +70,17 @@ def own_gemm_enabled() -> bool:
     return bool(llvm.get_host_cpu_features().get("avx512f", False))
 
 
+def _is_f32(dtype):
+    """Whether ``dtype`` is float32. Identity is the common case, but not the only one:
+    arrays that Numba's disk-cached functions return (and unpickled ones) carry an equal
+    dtype object of their own, and sending those to OpenBLAS would change the bits."""
+    return dtype is _F32 or dtype == _F32
+
+
 def _product_shape(a, b, ta, tb):
     """``(m, n, k)`` of ``op(a) @ op(b)`` for float32 matrices, or None."""
-    if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype is not _F32 \
-            or b.dtype is not _F32 or a.ndim != 2 or b.ndim != 2:
+    if type(a) is not _ndarray or type(b) is not _ndarray or not _is_f32(a.dtype) \
+            or not _is_f32(b.dtype) or a.ndim != 2 or b.ndim != 2:
         return None
     m, k = (a.shape[1], a.shape[0]) if ta else a.shape
     k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
@@ -91,7 +98,7 @@ def _matmul_out(ctx, ref_out):
 
     def matmul_out(a, b, out):
         shape = _product_shape(a, b, ta, tb)
-        if shape is None or type(out) is not _ndarray or out.dtype is not _F32 \
+        if shape is None or type(out) is not _ndarray or not _is_f32(out.dtype) \
                 or out.shape != shape[:2]:
             return ref_out(a, b, out)
         if out.flags.c_contiguous:
