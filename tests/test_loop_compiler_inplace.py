@@ -246,8 +246,8 @@ def test_the_benchmark_sized_rnn_gradient_equals_the_interpreter_bit_for_bit():
     # kept for the BLAS path; h^T dz with h's transpose as a flag: the interpreter's calls
     packed = re.search(r"(\w+) = gemm_pack_b\((\w+)\)", source)
     assert packed, source
-    assert re.search(rf"gemm_packed\(\w+, {packed[2]}, {packed[1]}, False\)", source), source
-    assert re.search(r"gemm\(\w+, \w+, True, False\)", source), source
+    assert re.search(rf"gemm_packed\(\w+, {packed[2]}, {packed[1]}, False, par\)", source), source
+    assert re.search(r"gemm_par\(\w+, \w+, True, False, par\)", source), source
     assert source.index(packed[0]) < source.index("while True:")
     assert all(own_gemm_applies(m, n, k, tb) for m, n, k, tb in
                ((32, 256, 256, False), (32, 256, 256, True), (256, 256, 32, False)))

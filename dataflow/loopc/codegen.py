@@ -7,7 +7,7 @@ so a cond inside the loop (Switch/Merge on one predicate) comes out as
 ``if p: ... else: ...`` and a nested loop as a nested ``while``. What the scalar loop
 ``while i < n: i += 1`` becomes (names shortened)::
 
-    def frame_fn(a0, flag):
+    def frame_fn(a0, flag, par):
         tick = 0
         v1 = a0                      # the loop variable's Merge
         x0 = False                   # its Exit has not fired
@@ -27,7 +27,8 @@ Run-time checks hand back to the interpreter (``raise Fallback()``) whatever the
 canonical shape does not cover: NextIterations not all live or all dead, an Exit live
 twice or before the last iteration, a Merge with two live inputs, Enters of a nested
 frame partly dead. ``tick`` counts iterations of every loop; every 4096 the deadline
-flag (set by a timer thread) is read.
+flag (set by a timer thread) is read. ``par`` is the control block of the GEMM helper
+thread that products may share their work with (see ``runner.gemm_helper_block``).
 """
 from __future__ import annotations
 
@@ -295,7 +296,7 @@ class _Gen:
                 out.append(names)
                 results.append(("variable", e))
         self.emit(1, f"return ({', '.join(out)},)")
-        head = [f"def frame_fn({', '.join(self.param_names + ['flag'])}):"]
+        head = [f"def frame_fn({', '.join(self.param_names + ['flag', 'par'])}):"]
         return head + self.lines, results
 
     def _classify_resources(self):

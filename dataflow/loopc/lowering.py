@@ -194,8 +194,8 @@ def _matmul(e):
         # A loop-invariant B^T (dz W^T in an RNN's gradient loop): W^T copied once per
         # run of the frame for the own GEMM's NN tiles, the same bits as per call.
         bt = e.hoist(f"gemm_pack_b({b})")
-        return [f"gemm_packed({a}, {b}, {bt}, {ta})"]
-    return [f"gemm({a}, {b}, {ta}, {tb})"]
+        return [f"gemm_packed({a}, {b}, {bt}, {ta}, par)"]
+    return [f"gemm_par({a}, {b}, {ta}, {tb}, par)"]
 
 
 def _axes_of(op):

@@ -17,8 +17,11 @@ from the argument types), so a lowering emits one spelling whatever the static s
   BLAS NumPy itself links (see :func:`numpy_blas`): one thread pool for NumPy and
   compiled loops (Numba's own ``np.dot`` calls SciPy's OpenBLAS, a second pool that
   fought NumPy's for the cores and that the denormals setting did not reach), with the
-  interpreter's arguments; ``gemm_packed(a, b, bt, ta)`` is ``gemm(a, b, ta, True)``
-  given ``bt = gemm_pack_b(b)`` computed once before the loop (a contiguous ``b^T`` when
+  interpreter's arguments; ``gemm_par(a, b, ta, tb, par)`` is the same product, whose
+  own-GEMM tiles the helper thread of control block ``par`` may share
+  (:mod:`dataflow.kernels.numba_cpu._gemm_par`: same bits, whoever computes a chunk);
+  ``gemm_packed(a, b, bt, ta, par)`` is ``gemm_par(a, b, ta, True, par)`` given
+  ``bt = gemm_pack_b(b)`` computed once before the loop (a contiguous ``b^T`` when
   the own GEMM is on), which its tiles read in place of packing per call;
 * ``acc_add(total, v, own, total_first)``: ``total + v`` written into ``total`` when
   the loop owns that buffer (the code generator's accumulation in place), and
@@ -40,12 +43,13 @@ from numba.extending import intrinsic, overload
 from numba.np.numpy_support import from_dtype
 
 from dataflow.kernels.numba_cpu import _gemm_jit as own_gemm_jit
+from dataflow.kernels.numba_cpu import _gemm_par as own_gemm_par
 from dataflow.kernels.numba_cpu.gemm import own_gemm_enabled
 
 from .blas import numpy_gemm
 
 
-__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "gemm_pack_b",
+__all__ = ["Fallback", "Deadline", "cst", "ew1", "ew2", "psum", "gemm", "gemm_par", "gemm_pack_b",
            "gemm_packed", "truth", "where3",
            "acc_add", "acc_start",
            "stack_push", "stack_take", "check_index", "check_divisor", "axis_sum",
@@ -519,27 +523,41 @@ def gemm(a, b, ta, tb):
 
 @overload(gemm)
 def _gemm(a, b, ta, tb):
-    """``(a.T if ta else a) @ (b.T if tb else b)`` for 2-D float arrays."""
+    """``(a.T if ta else a) @ (b.T if tb else b)`` for 2-D float arrays (on this thread)."""
+    return lambda a, b, ta, tb: gemm_par(a, b, ta, tb, _NO_HELPER)
+
+
+_NO_HELPER = np.zeros(0, np.int64)
+
+
+def gemm_par(a, b, ta, tb, par):
+    return _stub(a, b, ta, tb, par)
+
+
+@overload(gemm_par)
+def _gemm_par(a, b, ta, tb, par):
+    """``gemm(a, b, ta, tb)``; the own GEMM may share the product's chunks with the
+    helper thread of control block ``par`` (:mod:`.._gemm_par`, the same bits)."""
     if not (isinstance(a, types.Array) and isinstance(b, types.Array) and a.ndim == 2
             and b.ndim == 2 and a.dtype == b.dtype and isinstance(a.dtype, types.Float)):
         return None
     dtype = str(a.dtype)
     call = _gemm_function(dtype)
     if call is None:
-        def by_numba(a, b, ta, tb):
+        def by_numba(a, b, ta, tb, par):
             return np.dot(a.T if ta else a, b.T if tb else b)
         return by_numba
     one, zero = np.dtype(dtype).type(1), np.dtype(dtype).type(0)
     own = dtype == "float32" and own_gemm_enabled()
 
-    def by_numpy_blas(a, b, ta, tb):
+    def by_numpy_blas(a, b, ta, tb, par):
         m, k = (a.shape[1], a.shape[0]) if ta else a.shape
         k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
         if k != k2:
             raise Fallback()
         out = np.empty((m, n), a.dtype)
         if own and own_gemm_jit.applies(m, n, k, tb):
-            own_gemm_jit.matmul_into(a, b, ta, tb, out)
+            own_gemm_par.matmul_into_par(a, b, ta, tb, out, par)
             return out
         if m == 0 or n == 0:
             return out
@@ -578,23 +596,23 @@ def _gemm_pack_b(b):
     return lambda b: b
 
 
-def gemm_packed(a, b, bt, ta):
-    return _stub(a, b, bt, ta)
+def gemm_packed(a, b, bt, ta, par):
+    return _stub(a, b, bt, ta, par)
 
 
 @overload(gemm_packed)
-def _gemm_packed(a, b, bt, ta):
+def _gemm_packed(a, b, bt, ta, par):
     """``gemm(a, b, ta, True)``, the own GEMM reading ``bt = gemm_pack_b(b)`` (the same
     bits: its result does not depend on B's layout)."""
     if not (_own_gemm_of(a) and _own_gemm_of(b)):
-        return lambda a, b, bt, ta: gemm(a, b, ta, True)
+        return lambda a, b, bt, ta, par: gemm_par(a, b, ta, True, par)
 
-    def packed(a, b, bt, ta):
+    def packed(a, b, bt, ta, par):
         m, k = (a.shape[1], a.shape[0]) if ta else a.shape
         n, k2 = b.shape
         if k != k2 or not own_gemm_jit.applies(m, n, k, True):
-            return gemm(a, b, ta, True)
+            return gemm_par(a, b, ta, True, par)
         out = np.empty((m, n), np.float32)
-        own_gemm_jit.matmul_into(a, bt, ta, False, out)
+        own_gemm_par.matmul_into_par(a, bt, ta, False, out, par)
         return out
     return packed

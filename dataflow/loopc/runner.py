@@ -33,6 +33,8 @@ import numpy as np
 
 from dataflow import errors
 from dataflow.kernels.numba_cpu.gemm import own_gemm_enabled
+from dataflow.runtime.thread_limits import kernel_threads
+from dataflow.util.float_env import thread_flushes
 
 from .blas import numpy_gemm
 from .lowering import RESOURCE_KINDS
@@ -100,7 +102,8 @@ def _helpers_fingerprint() -> str:
                 "dataflow.kernels.numba_cpu._scalar", "dataflow.loopc.nbhelpers_array",
                 "dataflow.kernels.numba_cpu._nn_jit",
                 "dataflow.kernels.numba_cpu._reduction_jit",
-                "dataflow.kernels.numba_cpu._gemm_jit", "dataflow.kernels.numba_cpu.gemm"):
+                "dataflow.kernels.numba_cpu._gemm_jit", "dataflow.kernels.numba_cpu.gemm",
+                "dataflow.kernels.numba_cpu._gemm_par"):
         with open(importlib.util.find_spec(mod).origin, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
@@ -123,6 +126,26 @@ def module_source(frame_source) -> str:
 def module_path(source) -> tuple:
     digest = hashlib.sha1(source.encode()).hexdigest()[:24]
     return digest, os.path.join(cache_dir(), f"dataflow_loop_{digest}.py")
+
+
+def gemm_helper_block():
+    """The control block the frame's products share their work through: the process's
+    GEMM helper thread, woken in this thread's float mode, when kernels may use two
+    threads or more (:func:`~dataflow.runtime.thread_limits.kernel_threads`) on a host
+    where the own GEMM runs; otherwise a block no helper serves."""
+    if not own_gemm_enabled() or kernel_threads() < 2:
+        return _IDLE_BLOCK
+    helper = _shared_helper()
+    helper.wake(thread_flushes())
+    return helper.ctl
+
+
+_IDLE_BLOCK = np.zeros(64, np.int64)   # _gemm_par.SLOTS; no helper ever serves it
+
+
+def _shared_helper():
+    from dataflow.kernels.numba_cpu._gemm_par import shared_helper   # imports Numba
+    return shared_helper()
 
 
 def compiled_module(source):
@@ -232,7 +255,7 @@ class FrameRunner:
             timer.start()
         module = _modules[self.digest]
         try:
-            out = module.frame_fn(*args, flag)
+            out = module.frame_fn(*args, flag, gemm_helper_block())
         except Exception as exc:   # noqa: BLE001  (every error: the interpreter decides)
             if type(exc).__name__ == "Deadline":
                 raise self._deadline_error() from None
@@ -391,7 +414,8 @@ class FrameRunner:
         try:
             from numba import typeof
             module = compiled_module(self.source)
-            sig = tuple(typeof(a) for a in args) + (typeof(np.zeros(1, np.uint8)),)
+            sig = tuple(typeof(a) for a in args) + (typeof(np.zeros(1, np.uint8)),
+                                                    typeof(_IDLE_BLOCK))
             module.frame_fn.compile(sig)
             state = "ready"
         except Exception as exc:   # noqa: BLE001  (a frame Numba cannot type stays interpreted)

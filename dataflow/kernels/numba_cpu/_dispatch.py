@@ -101,7 +101,7 @@ def reference_kernel(ctx):
 # Numba keys a cached function on its own source file only. The compiled modules also
 # compile code from these files, so a change there must drop their cache entries.
 _JIT_MODULES = ("_elementwise_jit", "_reduction_jit", "_nn_jit", "_array_jit", "_training_jit",
-                "_gemm_jit")
+                "_gemm_jit", "_gemm_par")
 _DEPENDENCIES = ("../approx.py", "_scalar.py", "../../framework/elementwise_table.py")
 _cache_checked = False
 
