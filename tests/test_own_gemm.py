@@ -235,3 +235,29 @@ def test_a_loop_invariant_transposed_operand_keeps_the_interpreters_bits(batch):
     results = [compiled, interpreted]
     np.testing.assert_array_equal(results[0], results[1], err_msg=f"seed {seed}")
     assert own_gemm_applies(batch, hidden, hidden, True) == (batch == 32)
+
+
+def test_in_range_products_do_not_count_as_blas_work():
+    """A step whose float32 products all take the own GEMM (static shapes in its range)
+    does not wake OpenBLAS's pool to set its float mode: the woken workers spin for
+    ~100 ms afterwards, taking the core a compiled loop's GEMM helper runs on."""
+    from dataflow.runtime.denormals import plan_uses_blas
+    from dataflow.runtime.device_set import DeviceSet
+    from dataflow.runtime.kernel_resolver import KernelResolver
+    from dataflow.runtime.plan import build_plan
+    with df.Graph().as_default() as g:
+        h = df.placeholder(df.float32, [32, 256])
+        w = df.placeholder(df.float32, [256, 256])
+        tall = df.placeholder(df.float32, [600, 256])
+        loose = df.placeholder(df.float32, [None, 256])
+        in_range = [df.matmul(h, w), df.matmul(h, w, transpose_b=True),
+                    df.matmul(h, h, transpose_a=True)]
+        out_of_range = [df.matmul(tall, w), df.matmul(loose, w)]
+        doubles = df.matmul(df.cast(h, df.float64), df.cast(w, df.float64))
+    kernels = KernelResolver(DeviceSet(g, {}, False), df.ConfigProto(), resources={})
+
+    def uses(t):
+        return plan_uses_blas(build_plan(g, [t], [], [h, w, tall, loose], kernels.kernel_for))
+    assert [uses(t) for t in in_range] == [not own_gemm_enabled()] * 3
+    assert [uses(t) for t in out_of_range] == [True, True]   # unknown rows: may be large
+    assert uses(doubles)

@@ -54,7 +54,7 @@ class _Entry:
     dtypes: frozenset | None
     priority: int
     factory: Callable
-    parallel: bool = False
+    parallel: bool | Callable = False
     compiled: bool = False
     constant: bool = False
 
@@ -63,11 +63,12 @@ _REGISTRY: dict[tuple[str, str], list[_Entry]] = {}
 
 
 def register_kernel(op_type: str, device: str = "CPU", dtypes=None, priority: int = 0,
-                    parallel: bool = False, compiled: bool = False, constant: bool = False):
+                    parallel: bool | Callable = False, compiled: bool = False, constant: bool = False):
     """Decorator registering a kernel factory for ``op_type`` on ``device`` type.
 
     ``parallel`` marks kernels that use every core themselves (BLAS matmul): the
-    executor then never hands them to a worker thread. ``compiled`` marks a faster
+    executor then never hands them to a worker thread. It may also be a function of
+    the op, for a kernel that calls BLAS for some shapes only (the own float32 GEMM). ``compiled`` marks a faster
     version of a reference kernel registered for the same op (reference lookups skip it).
     ``constant`` marks kernels that take no inputs and return the same object on every
     call of one built kernel (a variable's handle): the run plan calls them once and
@@ -190,7 +191,10 @@ __all__ += ["reference_kernel", "register_fallback"]
 def kernel_is_parallel(op, device_type: str = "CPU") -> bool:
     """True if ``op``'s kernel on ``device_type`` uses every core by itself."""
     entry = _find_entry(op, device_type)
-    return entry is not None and entry.parallel
+    if entry is None:
+        return False
+    parallel = entry.parallel
+    return bool(parallel(op)) if callable(parallel) else parallel
 
 
 def kernel_is_constant(op, device_type: str = "CPU") -> bool:

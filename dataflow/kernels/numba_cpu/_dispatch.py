@@ -61,6 +61,9 @@ SELECT_MIN_SIZE = 16384
 def register_numba(op_type, dtypes=FLOAT_TYPES, parallel=False, out=None, out_alias_safe=True):
     """Register ``factory(ctx, ref)`` for ``op_type`` over the NumPy kernel (priority 1).
 
+    ``parallel`` as for :func:`dataflow.kernels.registry.register_kernel` (a bool, or a
+    function of the op).
+
     ``ref`` is the NumPy reference kernel of the same node, for the fallback path.
     ``out(ctx, ref_out)``, when given, builds the kernel's ``out=`` variant
     (:func:`dataflow.kernels.registry.register_out_variant`); ``ref_out`` is the NumPy

@@ -28,8 +28,9 @@ in its own float mode (``mode`` is the caller's flush-to-zero bit, read from its
 control register), so flushing subnormals never depends on who ran a chunk.
 
 **Lifetime.** :meth:`GemmHelper.wake` starts (once) and wakes the helper; it then spins
-in compiled code, with no GIL, until no product came for about a millisecond of
-cycle-counter time, or until :meth:`GemmHelper.stop`.
+in compiled code, with no GIL, until it has polled for about a millisecond (cycle
+counter; time the OS took it off its core does not count) without a product to share,
+or until :meth:`GemmHelper.stop`.
 
 >>> helper = GemmHelper()
 >>> a, b = np.ones((32, 64), np.float32), np.ones((64, 256), np.float32)
@@ -77,7 +78,8 @@ SLOTS = 64
 PAR_MIN_MKN = 1 << 18
 _COLUMN_CHUNK = 32        # columns per chunk (the narrow tile's width)
 _ROW_CHUNK = 8            # rows per chunk when the output is too narrow to split
-_IDLE_CYCLES = 3_000_000  # ~1 ms at 3 GHz without a product: the helper goes to sleep
+_IDLE_CYCLES = 3_000_000  # ~1 ms at 3 GHz polling without a product: the helper sleeps
+_MAX_POLL_CYCLES = 30_000  # the most one poll adds to that (a preempted one: ~10 µs)
 _FLUSH_MASK_X86 = (1 << 15) | (1 << 6)
 
 
@@ -249,11 +251,12 @@ def tiles_par(ctl, pa, sai, sak, pb, ldb, pc, ldc, m, n, k):
 @njit(**_JIT)
 def worker_loop(ctl, idle_cycles):
     """The helper's spin: claim and compute chunks of products posted in this thread's
-    float mode; return after ``idle_cycles`` cycles without one, or on ``STOP``."""
+    float mode; return after polling ``idle_cycles`` cycles without one, or on ``STOP``."""
     base = ctl.ctypes.data
     mode = _flush_mode()
     _store_release(base, ACTIVE, 1)
-    last = _cycles()
+    idle = 0
+    prev = _cycles()
     last_seq = -1
     while True:
         if _load_acquire(base, STOP) != 0:
@@ -269,9 +272,15 @@ def worker_loop(ctl, idle_cycles):
                     _fetch_add(base, HELPER_PRODUCTS, 1)
                     last_seq = seq
                 _fetch_add(base, DONE, 1)
-                last = _cycles()
+                idle = 0
+                prev = _cycles()
                 continue
-        if _cycles() - last > idle_cycles:
+        # Idle time is time spent polling: one poll counts at most _MAX_POLL_CYCLES, so
+        # a helper the OS descheduled for a while does not give up on coming back.
+        now = _cycles()
+        idle += min(now - prev, _MAX_POLL_CYCLES)
+        prev = now
+        if idle > idle_cycles:
             break
         _spin_pause()
     _store_release(base, ACTIVE, 0)

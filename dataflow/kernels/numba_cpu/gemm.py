@@ -110,11 +110,26 @@ def _matmul_out(ctx, ref_out):
     return matmul_out
 
 
-@register_numba("MatMul", dtypes=("float32",), parallel=True, out=_matmul_out,
+def _may_call_blas(op) -> bool:
+    """Whether a float32 MatMul node may reach OpenBLAS (and so its worker threads):
+    not when both operands' static shapes put it in :func:`own_gemm_applies`'s range on
+    a host where the own GEMM runs."""
+    shapes = [t.shape.as_list() if t.shape.ndims == 2 else None for t in op.inputs]
+    if None in shapes or any(d is None for s in shapes for d in s) or not own_gemm_enabled():
+        return True
+    (ra, ca), (rb, cb) = shapes
+    ta, tb = bool(op.get_attr("transpose_a")), bool(op.get_attr("transpose_b"))
+    m, k = (ca, ra) if ta else (ra, ca)
+    n = rb if tb else cb
+    return not own_gemm_applies(m, n, k, tb)
+
+
+@register_numba("MatMul", dtypes=("float32",), parallel=_may_call_blas, out=_matmul_out,
                 out_alias_safe=False)
 def _matmul(ctx, ref):
     """float32 products in :func:`own_gemm_applies`'s range by the own GEMM, the NumPy
-    kernel (OpenBLAS, on every core: hence ``parallel``) for the rest."""
+    kernel (OpenBLAS, on every core: hence ``parallel`` for the nodes whose static
+    shapes do not rule it out) for the rest."""
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
     fn = lazy("_gemm_jit", "kernel", "matmul_into")
 
