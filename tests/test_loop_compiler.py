@@ -447,3 +447,51 @@ def test_a_new_process_loads_compiled_loops_from_the_disk_cache(tmp_path):
     assert cold["out"] == warm["out"] == 1000
     assert cold["compiled"] == warm["compiled"] == ["while/while_context"]
     assert cold["misses"] >= 1 and warm["misses"] == 0 and warm["hits"] >= 1
+
+
+def test_a_loop_loaded_from_the_disk_cache_gives_the_interpreters_bits(tmp_path):
+    """The RNN gradient's shapes (float32 products in the own GEMM's range), with a product
+    taken *after* the loops on their outputs. Arrays that disk-cached compiled code
+    returns carry a dtype object of their own; the interpreter's MatMul once routed them
+    by identity to OpenBLAS, so only a warm-cache process got other last bits."""
+    script = textwrap.dedent("""
+        import json, numpy as np
+        import dataflow as df
+        from dataflow.loopc import runner
+        rng = np.random.default_rng(7)
+        w0 = (rng.standard_normal((128, 128)) / 12).astype(np.float32)
+        v0 = rng.standard_normal((128, 16)).astype(np.float32)
+        x = rng.standard_normal((32, 128)).astype(np.float32)
+        g = df.Graph()
+        with g.as_default():
+            w, v = df.constant(w0), df.constant(v0)
+            _, h = df.while_loop(lambda i, h: i < 6,
+                                 lambda i, h: (i + 1, df.tanh(df.matmul(h, w) + x)),
+                                 (0, df.constant(x)))
+            loss = df.reduce_sum(df.square(df.matmul(h, v)))
+            grads = df.gradients(loss, [w, v])
+        out = {}
+        for mode in ("eager", False):
+            md = df.RunMetadata()
+            sess = df.Session(graph=g, config=df.ConfigProto(compile_loops=mode))
+            values = sess.run([loss] + grads, run_metadata=md)
+            out[str(mode)] = [np.asarray(a).tobytes().hex() for a in values]
+            out["compiled_" + str(mode)] = md.compiled_frames
+        stats = [m.frame_fn.stats for m in runner._modules.values()]
+        out["hits"] = sum(sum(s.cache_hits.values()) for s in stats)
+        print(json.dumps(out))
+    """)
+    env = dict(os.environ, DATAFLOW_CACHE_DIR=str(tmp_path))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=env, cwd=os.getcwd(), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["compiled_eager"] == warm["compiled_eager"] \
+        == ["gradients/while_context", "while/while_context"]
+    assert cold["compiled_False"] == warm["compiled_False"] == []
+    assert warm["hits"] >= 2                      # both frames came from the disk cache
+    assert cold["eager"] == cold["False"]         # compiled = interpreted, bit for bit
+    assert warm["eager"] == warm["False"] == cold["False"]
