@@ -211,6 +211,9 @@ class FrameRunner:
         # The buffer each push stack filled last run, by parameter index: reused when
         # nothing references it any more (see _push_buffer).
         self.spare: dict = {}
+        # Only frames with products wake the GEMM helper (it then spins ~1 ms).
+        self.has_products = "gemm_par(" in frame_source.source \
+            or "gemm_packed(" in frame_source.source
 
     # -- the executor's entry point ------------------------------------------------------------
     def run(self, gathered, log, deadline):
@@ -255,7 +258,8 @@ class FrameRunner:
             timer.start()
         module = _modules[self.digest]
         try:
-            out = module.frame_fn(*args, flag, gemm_helper_block())
+            par = gemm_helper_block() if self.has_products else _IDLE_BLOCK
+            out = module.frame_fn(*args, flag, par)
         except Exception as exc:   # noqa: BLE001  (every error: the interpreter decides)
             if type(exc).__name__ == "Deadline":
                 raise self._deadline_error() from None
