@@ -414,6 +414,19 @@ def test_tiering_never_changes_a_result(monkeypatch):
         np.testing.assert_array_equal(out, results[0], strict=True)
 
 
+def _two_processes_sharing_a_cache(script, cache):
+    """The JSON each of two processes running ``script`` one after the other, with the
+    loop cache directory ``cache``, printed last: (cold cache, warm cache)."""
+    env = dict(os.environ, DATAFLOW_CACHE_DIR=str(cache))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=env, cwd=os.getcwd(), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return runs
+
+
 def test_a_new_process_loads_compiled_loops_from_the_disk_cache(tmp_path):
     script = textwrap.dedent("""
         import json, time, numpy as np
@@ -436,14 +449,7 @@ def test_a_new_process_loads_compiled_loops_from_the_disk_cache(tmp_path):
                           "misses": sum(sum(s.cache_misses.values()) for s in stats),
                           "first": first}))
     """)
-    env = dict(os.environ, DATAFLOW_CACHE_DIR=str(tmp_path))
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=env, cwd=os.getcwd(), timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
+    cold, warm = _two_processes_sharing_a_cache(script, tmp_path)
     assert cold["out"] == warm["out"] == 1000
     assert cold["compiled"] == warm["compiled"] == ["while/while_context"]
     assert cold["misses"] >= 1 and warm["misses"] == 0 and warm["hits"] >= 1
@@ -481,14 +487,7 @@ def test_a_loop_loaded_from_the_disk_cache_gives_the_interpreters_bits(tmp_path)
         out["hits"] = sum(sum(s.cache_hits.values()) for s in stats)
         print(json.dumps(out))
     """)
-    env = dict(os.environ, DATAFLOW_CACHE_DIR=str(tmp_path))
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=env, cwd=os.getcwd(), timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
+    cold, warm = _two_processes_sharing_a_cache(script, tmp_path)
     assert cold["compiled_eager"] == warm["compiled_eager"] \
         == ["gradients/while_context", "while/while_context"]
     assert cold["compiled_False"] == warm["compiled_False"] == []

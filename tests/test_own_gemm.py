@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import dataflow as df
 from dataflow.kernels import registry
-from dataflow.kernels.numba_cpu import _gemm_jit
+from dataflow.kernels.numba_cpu import _gemm_jit, _gemm_par
 from dataflow.kernels.numba_cpu.gemm import own_gemm_applies, own_gemm_enabled
 from dataflow.loopc import codegen, frames
 from tests.op_harness import fresh_rng
@@ -60,9 +60,9 @@ def test_every_route_gives_the_fma_chain_bit_for_bit(m, k, n, ta, tb, layout_a, 
     big, other, a, b = _operands(rng, m, k, n, ta, tb, layout_a, layout_b)
     want = _gemm_jit.fma_reference(big, other)
     out = np.full((m, n), np.nan, np.float32)
-    _gemm_jit.matmul_into(a, b, ta, tb, out)
+    _gemm_par.matmul_into(a, b, ta, tb, out)
     np.testing.assert_array_equal(out, want)
-    np.testing.assert_array_equal(_gemm_jit.matmul(a, b, ta, tb), want)
+    np.testing.assert_array_equal(_gemm_par.matmul(a, b, ta, tb), want)
     exact = big.astype(np.float64) @ other.astype(np.float64)
     np.testing.assert_allclose(out, exact, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
@@ -78,16 +78,16 @@ def test_the_transpose_cases_of_one_product_agree_bit_for_bit(m, k, n):
         for tb in (False, True):
             a = np.ascontiguousarray(big.T) if ta else big
             b = np.ascontiguousarray(other.T) if tb else other
-            np.testing.assert_array_equal(_gemm_jit.matmul(a, b, ta, tb), want,
+            np.testing.assert_array_equal(_gemm_par.matmul(a, b, ta, tb), want,
                                           err_msg=f"ta={ta} tb={tb} seed {seed}")
 
 
 def test_an_empty_inner_dimension_gives_zeros_and_empty_outputs_stay_empty():
     out = np.full((3, 4), np.nan, np.float32)
-    _gemm_jit.matmul_into(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32),
+    _gemm_par.matmul_into(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32),
                           False, False, out)
     np.testing.assert_array_equal(out, np.zeros((3, 4), np.float32))
-    assert _gemm_jit.matmul(np.ones((0, 5), np.float32), np.ones((5, 4), np.float32),
+    assert _gemm_par.matmul(np.ones((0, 5), np.float32), np.ones((5, 4), np.float32),
                             False, False).shape == (0, 4)
 
 

@@ -13,23 +13,14 @@ tiles.
 **The result, whatever the layout and transposes:** ``C[i, j]`` is the chain
 ``c = fma(A[i, k], B[k, j], c)`` over ``k = 0, 1, ..., K-1`` from ``c = 0``, rounded once
 per step (an FMA). ``A @ B``, ``A @ (B^T)^T`` and ``(A^T)^T @ B`` therefore give the same
-bits: each route below only moves operands, never reorders a sum.
+bits: each route only moves operands, never reorders a sum.
 
-Routes (``A`` as ``(m, k)``, ``B`` as ``(k, n)``, any strides that are whole elements):
-
-* ``B``'s rows contiguous (NN, TN): tiles read ``B`` in place and broadcast ``A`` from any
-  strides (``A^T`` included);
-* ``B`` column-contiguous (NT: ``B`` is ``W^T`` of a row-major ``W``): ``C^T = B^T A^T``
-  through the same tiles, ``B^T`` broadcast in place and ``A^T`` (small when ``m`` is)
-  packed, then ``C^T`` transposed into ``C``, when that moves fewer elements than packing
-  ``B``; otherwise, and for other strides, ``B`` packed row-major.
+The routes from a product's layouts and transposes to these tiles, and the helper thread
+that shares a product's tiles on two cores, are in :mod:`._gemm_par`.
 
 >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
->>> b = np.ones((3, 4), np.float32)
->>> matmul(a, b, False, False).tolist()
+>>> fma_reference(a, np.ones((3, 4), np.float32)).tolist()
 [[3.0, 3.0, 3.0, 3.0], [12.0, 12.0, 12.0, 12.0]]
->>> bool((matmul(a.T.copy(), b, True, False) == a @ b).all())
-True
 """
 from __future__ import annotations
 
@@ -40,7 +31,7 @@ from numba.extending import intrinsic
 
 from .gemm import own_gemm_applies
 
-__all__ = ["matmul", "matmul_into", "applies", "fma_reference"]
+__all__ = ["applies", "fma_reference"]
 
 _JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
 
@@ -192,68 +183,6 @@ def _element_strides(x):
     return s0 // 4, s1 // 4
 
 
-@njit(**_JIT)
-def matmul_into(a, b, ta, tb, out):
-    """``out[...] = op(a) @ op(b)`` (``op`` transposes when ``ta``/``tb``), float32, 2-D,
-    ``out`` C-contiguous of the product's shape; see the module docstring for the bits."""
-    as0, as1 = _element_strides(a)
-    if as0 < 0:
-        a = np.ascontiguousarray(a)
-        as0, as1 = _element_strides(a)
-    bs0, bs1 = _element_strides(b)
-    if bs0 < 0:
-        b = np.ascontiguousarray(b)
-        bs0, bs1 = _element_strides(b)
-    # A as (m, k) with element strides (sai, sak); B as (k, n) with (sbk, sbj)
-    if ta:
-        k, m, sak, sai = a.shape[0], a.shape[1], as0, as1
-    else:
-        m, k, sai, sak = a.shape[0], a.shape[1], as0, as1
-    if tb:
-        n, sbj, sbk = b.shape[0], bs0, bs1
-    else:
-        n, sbk, sbj = b.shape[1], bs0, bs1
-    if m == 0 or n == 0:
-        return
-    if k == 0:
-        out[:] = 0
-        return
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    if sbj == 1 or n == 1:
-        _tiles(pa, sai, sak, pb, sbk, pc, n, m, n, k)
-        _keep_alive(a, b, out)
-        return
-    packed_a = 0 if sai == 1 or m == 1 else m * k
-    if sbk == 1 and packed_a + m * n < k * n:
-        # C^T = B^T A^T: B^T's rows broadcast in place, A^T (k, m) row-contiguous
-        at = np.empty((k, m) if packed_a else (0, 0), np.float32)
-        for kk in range(at.shape[0]):
-            for i in range(at.shape[1]):
-                at[kk, i] = (a[kk, i] if ta else a[i, kk])
-        pat, ldat = (at.ctypes.data, m) if packed_a else (pa, sak)
-        ct = np.empty((n, m), np.float32)
-        _tiles(pb, sbj, sbk, pat, ldat, ct.ctypes.data, m, n, m, k)
-        out[:] = ct.T
-        _keep_alive(a, b, at)
-        return
-    bp = np.empty((k, n), np.float32)
-    for kk in range(k):
-        for j in range(n):
-            bp[kk, j] = (b[j, kk] if tb else b[kk, j])
-    _tiles(pa, sai, sak, bp.ctypes.data, n, pc, n, m, n, k)
-    _keep_alive(a, b, bp, out)
-
-
-@njit(**_JIT)
-def matmul(a, b, ta, tb):
-    """``op(a) @ op(b)`` as a new C-contiguous float32 array (shapes must agree)."""
-    m = a.shape[1] if ta else a.shape[0]
-    n = b.shape[0] if tb else b.shape[1]
-    out = np.empty((m, n), np.float32)
-    matmul_into(a, b, ta, tb, out)
-    return out
-
-
 #: :func:`.gemm.own_gemm_applies` for compiled callers (the loop compiler's MatMul).
 applies = njit(**_JIT)(own_gemm_applies)
 
@@ -282,8 +211,3 @@ def fma_reference(a, b):
                 c = _fma(a[i, kk], b[kk, j], c)
             out[i, j] = c
     return out
-
-
-def kernel(name):
-    """The compiled function called ``name`` (for :func:`._dispatch.lazy`)."""
-    return globals()[name]

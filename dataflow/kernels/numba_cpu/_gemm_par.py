@@ -1,11 +1,31 @@
-"""The own float32 GEMM on two cores: one helper thread takes chunks of a product's output
-from the thread that asked for it (imports Numba; used by compiled loops, see
-:mod:`dataflow.loopc.nbhelpers`).
+"""The own float32 GEMM's entry points, and its products shared on two cores: one helper
+thread takes chunks of a product's output from the thread that asked for it (imports
+Numba). :func:`matmul_into` and :func:`matmul` serve the interpreter's MatMul
+(:mod:`.gemm`); compiled loops call :func:`matmul_into_par` with a helper's control block
+(:mod:`dataflow.loopc.nbhelpers`).
 
-Why not Numba's ``parallel=True``: a parallel region costs 5-60 µs to start with the
-``workqueue`` and ``omp`` layers, as much as the 32x256x256 product it would split
-(16 µs on one core), and its pool threads spin or sleep outside our control. Here one
-thread spins only while products keep coming and the caller never waits for it blindly.
+**Routes** (``A`` as ``(m, k)``, ``B`` as ``(k, n)``, any strides that are whole
+elements), all to the tiles of :mod:`._gemm_jit`, so the bits are its FMA chain:
+
+* ``B``'s rows contiguous (NN, TN): tiles read ``B`` in place and broadcast ``A`` from any
+  strides (``A^T`` included);
+* ``B`` column-contiguous (NT: ``B`` is ``W^T`` of a row-major ``W``): ``C^T = B^T A^T``
+  through the same tiles, ``B^T`` broadcast in place and ``A^T`` (small when ``m`` is)
+  packed, then ``C^T`` transposed into ``C``, when that moves fewer elements than packing
+  ``B``; otherwise, and for other strides, ``B`` packed row-major.
+
+>>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> b = np.ones((3, 4), np.float32)
+>>> matmul(a, b, False, False).tolist()
+[[3.0, 3.0, 3.0, 3.0], [12.0, 12.0, 12.0, 12.0]]
+>>> bool((matmul(a.T.copy(), b, True, False) == a @ b).all())
+True
+
+**Why a helper thread and not Numba's ``parallel=True``:** a parallel region costs 5-60 µs
+to start with the ``workqueue`` and ``omp`` layers, as much as the 32x256x256 product it
+would split (16 µs on one core), and its pool threads spin or sleep outside our control.
+Here one thread spins only while products keep coming and the caller never waits for it
+blindly.
 
 **The protocol.** A control block ``ctl`` (int64 slots, see the ``_SLOT`` names) is
 shared by the callers and the helper. A caller that wins ``LOCK`` writes the product's
@@ -53,7 +73,8 @@ from numba.extending import intrinsic
 
 from ._gemm_jit import _element_strides, _keep_alive, _tiles
 
-__all__ = ["GemmHelper", "matmul_into_par", "idle_control", "SLOTS"]
+__all__ = ["GemmHelper", "matmul", "matmul_into", "matmul_into_par", "idle_control",
+           "shared_helper", "SLOTS"]
 
 _JIT = {"nogil": True, "cache": True, "error_model": "numpy"}
 _I64 = ir.IntType(64)
@@ -288,8 +309,10 @@ def worker_loop(ctl, idle_cycles):
 
 @njit(**_JIT)
 def matmul_into_par(a, b, ta, tb, out, ctl):
-    """:func:`._gemm_jit.matmul_into` whose tile pass may share chunks with the helper
-    of ``ctl`` (the same bits whoever computes a chunk)."""
+    """``out[...] = op(a) @ op(b)`` (``op`` transposes when ``ta``/``tb``), float32, 2-D,
+    ``out`` C-contiguous of the product's shape, by the routes above; the tile pass may
+    share chunks with the helper of control block ``ctl`` (the same bits whoever
+    computes a chunk; a block of size 0 or one no helper serves: this thread alone)."""
     as0, as1 = _element_strides(a)
     if as0 < 0:
         a = np.ascontiguousarray(a)
@@ -334,6 +357,30 @@ def matmul_into_par(a, b, ta, tb, out, ctl):
             bp[kk, j] = (b[j, kk] if tb else b[kk, j])
     tiles_par(ctl, pa, sai, sak, bp.ctypes.data, n, pc, n, m, n, k)
     _keep_alive(a, b, bp, out)
+
+
+_NO_HELPER = np.zeros(0, np.int64)
+
+
+@njit(**_JIT)
+def matmul_into(a, b, ta, tb, out):
+    """:func:`matmul_into_par` on this thread alone."""
+    matmul_into_par(a, b, ta, tb, out, _NO_HELPER)
+
+
+@njit(**_JIT)
+def matmul(a, b, ta, tb):
+    """``op(a) @ op(b)`` as a new C-contiguous float32 array (shapes must agree)."""
+    m = a.shape[1] if ta else a.shape[0]
+    n = b.shape[0] if tb else b.shape[1]
+    out = np.empty((m, n), np.float32)
+    matmul_into_par(a, b, ta, tb, out, _NO_HELPER)
+    return out
+
+
+def kernel(name):
+    """The compiled function called ``name`` (for :func:`._dispatch.lazy`)."""
+    return globals()[name]
 
 
 def idle_control():

@@ -1,6 +1,6 @@
-"""MatMul (float32) through an own AVX-512 GEMM (:mod:`._gemm_jit`) for the shapes where it
-measured faster than NumPy's OpenBLAS with both its AVX2 (Haswell) and AVX-512 (SkylakeX)
-kernels; OpenBLAS (the NumPy kernel) otherwise.
+"""MatMul (float32) through an own AVX-512 GEMM (tiles in :mod:`._gemm_jit`, entry points in
+:mod:`._gemm_par`) for the shapes where it measured faster than NumPy's OpenBLAS with both
+its AVX2 (Haswell) and AVX-512 (SkylakeX) kernels; OpenBLAS (the NumPy kernel) otherwise.
 
 Which products take it depends only on the node's shapes and ``transpose_b``
 (:func:`own_gemm_applies`), never on the operands' memory layout, and its result is
@@ -94,7 +94,7 @@ def _matmul_out(ctx, ref_out):
     whatever ``out``'s layout (one not C-contiguous receives a copy); the NumPy kernel's
     ``out=`` form for other shapes and an ``out`` of another dtype or shape."""
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
-    fn = lazy("_gemm_jit", "kernel", "matmul_into")
+    fn = lazy("_gemm_par", "kernel", "matmul_into")
 
     def matmul_out(a, b, out):
         shape = _product_shape(a, b, ta, tb)
@@ -131,7 +131,7 @@ def _matmul(ctx, ref):
     kernel (OpenBLAS, on every core: hence ``parallel`` for the nodes whose static
     shapes do not rule it out) for the rest."""
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
-    fn = lazy("_gemm_jit", "kernel", "matmul_into")
+    fn = lazy("_gemm_par", "kernel", "matmul_into")
 
     def matmul(a, b):
         shape = _product_shape(a, b, ta, tb)
