@@ -139,6 +139,13 @@ def blas_pair(n=256):
     return a, a.copy()
 
 
+def matmul_of(a, b):
+    """``(ap, bp, ap @ bp)``: float32 placeholders of ``a``'s and ``b``'s shapes and their
+    MatMul, in the default graph."""
+    ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
+    return ap, bp, df.matmul(ap, bp)
+
+
 def test_blas_worker_threads_are_set_and_read_back():
     a, b = blas_pair()
     with threadpool_limits(limits=2, user_api="blas"):     # a worker thread besides us
@@ -202,8 +209,7 @@ def test_matmul_on_several_blas_threads_flushes_and_the_pool_comes_back():
     with threadpool_limits(limits=2, user_api="blas"):
         ieee = a @ b
         with df.Graph().as_default():
-            ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
-            out = df.matmul(ap, bp)
+            ap, bp, out = matmul_of(a, b)
             with session(True) as sess:
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(ieee))
@@ -374,8 +380,7 @@ def test_the_blas_pool_is_set_once_per_session_not_twice_per_step(monkeypatch):
     monkeypatch.setattr(denormals, "_pool", denormals._BlasPool())   # mode not known yet
     a, b = blas_pair()
     with df.Graph().as_default():
-        ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
-        out = df.matmul(ap, bp)
+        ap, bp, out = matmul_of(a, b)
         with session(True) as sess:
             for _ in range(5):
                 same_bits(sess.run(out, {ap: a, bp: b}), np.zeros_like(a @ b))
@@ -400,8 +405,7 @@ def test_a_flushing_session_under_a_one_thread_limit_wakes_no_blas_worker(monkey
     with threadpool_limits(limits=2, user_api="blas"):
         ieee = a @ b
     with df.Graph().as_default():
-        ap, bp = df.placeholder(df.float32, a.shape), df.placeholder(df.float32, b.shape)
-        out = df.matmul(ap, bp)
+        ap, bp, out = matmul_of(a, b)
         with threadpool_limits(limits=1, user_api="blas"):
             with session(True) as sess:
                 for _ in range(3):

@@ -121,7 +121,6 @@ def test_concurrent_callers_share_one_block_safely(helper):
         float_env.flush_denormals_on_this_thread(before)
 
 
-@pytest.mark.skipif(not float_env.supported(), reason="the float mode cannot be set here")
 def test_the_helper_takes_no_product_of_another_float_mode(helper):
     """A helper flushing subnormals leaves a caller that keeps them to do its product
     alone: the subnormal results survive, bit for bit."""
